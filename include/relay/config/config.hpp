@@ -1,0 +1,175 @@
+// The gateway's configuration as typed structs with their defaults.
+//
+// One YAML file maps onto `Config`; docs/configuration.md documents every key.
+// Parsing (parse.hpp) fills these structs, expands `${ENV}` secrets, refuses
+// unknown keys and names file:line:column and the key of every mistake. Nothing
+// here knows about sockets or YAML.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace relay::config {
+
+// "host:port" split once at load time. Port 0 asks the kernel for one (tests).
+struct Endpoint {
+  std::string host;
+  std::uint16_t port = 0;
+  std::string text() const;  // "host:port", IPv6 hosts in brackets
+};
+
+struct TlsListener {
+  Endpoint address;
+  std::string certFile;  // PEM chain
+  std::string keyFile;   // PEM private key
+};
+
+struct Http2Settings {
+  std::uint32_t maxConcurrentStreams = 256;
+  std::uint32_t initialWindowBytes = 1 << 20;
+};
+
+struct Server {
+  std::vector<Endpoint> listen;  // plaintext: HTTP/1.1 and h2c
+  std::vector<TlsListener> tlsListen;
+  Http2Settings http2;
+  unsigned workers = 0;                        // 0 = number of cores
+  std::uint64_t maxRequestBytes = 4u << 20;    // 413 beyond this
+  std::uint32_t headerTimeoutMs = 10'000;      // first byte to end of request head
+  std::uint32_t idleTimeoutMs = 75'000;        // keep-alive connection without a request
+  std::uint32_t drainTimeoutMs = 30'000;       // SIGTERM: time given to open exchanges
+  bool metricsOnMain = false;                  // also serve /metrics on the main port (admin key)
+};
+
+struct Admin {
+  std::optional<Endpoint> listen;  // /healthz, /readyz, /metrics, /admin/reload
+  std::string keySha256;           // digest of the admin key ("" = admin actions disabled)
+};
+
+struct KeyLimits {
+  std::uint32_t rpm = 0;          // requests per minute, 0 = unlimited
+  std::uint32_t rpmBurst = 0;     // bucket size, 0 = rpm
+  std::uint64_t tpm = 0;          // tokens per minute (prompt + completion), 0 = unlimited
+  std::uint64_t tpmBurst = 0;     // bucket size, 0 = tpm
+  std::uint32_t concurrency = 0;  // requests in flight, 0 = unlimited
+};
+
+enum class BudgetPeriod { kDay, kMonth, kTotal };
+
+struct KeyBudget {
+  std::optional<double> usd;
+  BudgetPeriod period = BudgetPeriod::kMonth;
+  std::optional<std::uint64_t> maxInputTokens;
+  std::optional<std::uint64_t> maxOutputTokens;
+};
+
+struct Key {
+  std::string name;
+  std::string sha256;               // lowercase hex digest of the caller's key
+  std::vector<std::string> models;  // allow-list; empty = every model
+  KeyLimits limits;
+  std::optional<KeyBudget> budget;
+  std::vector<std::string> mcpServers;  // allow-list; empty = every server
+};
+
+struct Health {
+  std::uint32_t ejectAfterFailures = 5;
+  std::uint32_t baseEjectionMs = 30'000;
+  std::uint32_t maxEjectionMs = 300'000;
+  std::uint32_t activeIntervalMs = 0;  // 0 = no active checks
+};
+
+struct Upstream {
+  std::string name;
+  std::string baseUrl;  // e.g. https://api.moonshot.cn/v1
+  std::string apiKey;   // secret, after ${ENV} expansion; never logged
+  std::uint32_t weight = 1;
+  std::map<std::string, std::string> models;  // client model id -> upstream model id
+  bool allowInsecureHttp = false;
+  std::string caFile;                          // extra trust anchors (PEM); "" = system store
+  std::uint32_t maxConcurrency = 0;            // 0 = unlimited
+  std::uint32_t rpm = 0;                       // 0 = unlimited
+  Health health;
+};
+
+struct Backoff {
+  std::uint32_t baseMs = 100;
+  std::uint32_t maxMs = 8'000;
+};
+
+struct RetryBudget {
+  double ratio = 0.2;
+  double minPerSecond = 5;
+};
+
+struct Retry {
+  std::uint32_t maxAttempts = 3;
+  Backoff backoff;
+  // "connect_error", "timeout" or an HTTP status as text ("429", "503", ...).
+  std::vector<std::string> retryOn = {"connect_error", "timeout", "429", "500", "502", "503", "504"};
+  RetryBudget budget;
+};
+
+struct Timeouts {
+  std::uint32_t connectMs = 3'000;
+  std::uint32_t firstByteMs = 15'000;
+  std::uint32_t idleMs = 30'000;
+  std::uint32_t totalMs = 600'000;
+};
+
+struct Route {
+  std::vector<std::string> fallbackModels;
+};
+
+struct Price {
+  std::string model;
+  std::string upstream;  // "" = any upstream
+  double input = 0;      // USD per 1M tokens
+  double cachedInput = 0;
+  double output = 0;
+};
+
+struct Currency {
+  std::string code = "USD";
+  double perUsd = 1.0;
+};
+
+struct McpServer {
+  std::string name;
+  std::vector<std::string> instances;  // URLs; `url:` is one instance
+  std::string apiKey;
+  std::string region;
+};
+
+struct Mcp {
+  std::vector<McpServer> servers;
+  std::vector<std::string> allowedOrigins;
+  std::string sessionSecret;
+};
+
+struct Log {
+  std::string level = "info";  // trace|debug|info|warn|error|off
+  std::string accessLog;       // "" = off, "stdout", or a file path
+};
+
+struct Config {
+  std::string sourcePath;  // the file this came from (for messages and reload)
+  Server server;
+  Admin admin;
+  std::vector<Key> keys;
+  std::vector<Upstream> upstreams;
+  Retry retry;
+  Timeouts timeouts;
+  std::map<std::string, Route> routes;
+  std::vector<Price> prices;
+  Currency currency;
+  Mcp mcp;
+  std::uint64_t defaultMaxTokens = 4096;  // token reservation when a request sets none
+  std::string stateDir;                   // "" = budgets kept in memory only
+  Log log;
+};
+
+}  // namespace relay::config

@@ -1,0 +1,36 @@
+// YAML -> Config. Every error names file:line:column and the offending key.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+#include "relay/config/config.hpp"
+
+namespace relay::config {
+
+// what() reads "relay.yaml:12:5: upstreams[1].weight: must be a positive integer".
+class ConfigError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Resolves ${NAME} in string values; returns nullopt for an unset variable
+// (which is an error naming the variable, never a silent empty secret).
+using EnvLookup = std::function<std::optional<std::string>(std::string_view name)>;
+
+EnvLookup processEnvironment();
+
+// Parses, expands and validates. Throws ConfigError.
+Config parseConfig(std::string_view yamlText, const std::string& sourceName,
+                   const EnvLookup& env = processEnvironment());
+
+// Reads `path` and parses it. Throws ConfigError (also for an unreadable file).
+Config loadConfigFile(const std::string& path, const EnvLookup& env = processEnvironment());
+
+// Parses "host:port" / "[v6]:port". Throws std::invalid_argument with a reason.
+Endpoint parseEndpoint(std::string_view text);
+
+}  // namespace relay::config

@@ -1,0 +1,89 @@
+// The protocol-neutral seam between HTTP sessions and everything above them.
+//
+// An HTTP/1.1 or HTTP/2 session turns bytes into one `Exchange` per request and
+// runs the listener's `Handler` on it as a coroutine on the connection's worker
+// thread. The handler answers through `ResponseSink`; nothing above this header
+// sees a Beast or nghttp2 type, or knows which HTTP version is in use.
+//
+// Cancellation crosses the seam through Asio's per-operation cancellation: the
+// session runs the handler with a cancellation slot and emits a *terminal*
+// cancellation when the caller goes away (socket closed, RST_STREAM). Any
+// `co_await` on an asynchronous operation inside the handler then fails with
+// `operation_aborted`, so an upstream read is abandoned at once.
+#pragma once
+
+#include <boost/asio/awaitable.hpp>
+#include <functional>
+#include <string>
+#include <string_view>
+
+#include "relay/common/headers.hpp"
+
+namespace relay::net {
+
+template <class T>
+using Task = boost::asio::awaitable<T>;
+
+enum class Protocol { kHttp1, kHttp2 };
+
+struct RequestHead {
+  std::string method;  // "GET", "POST", ...
+  std::string path;    // the target without its query, e.g. "/v1/chat/completions"
+  std::string query;   // what followed '?', without it
+  Headers headers;     // end-to-end fields only; names lowercase; no connection-specific fields
+  Protocol protocol = Protocol::kHttp1;
+  bool tls = false;
+  std::string peer;  // client address "ip:port"
+};
+
+struct ResponseHead {
+  int status = 200;
+  Headers headers;  // end-to-end fields; the session adds framing (content-length, chunked, :status)
+};
+
+// Implemented by the HTTP/1.1 and HTTP/2 sessions.
+//
+// A response is either `respond()` (whole body known) or `start()`, any number of
+// `write()`s and `finish()`. Every method returns false once the client is gone;
+// the producer then stops. Calls are made from the connection's worker thread,
+// one at a time (never two outstanding).
+class ResponseSink {
+ public:
+  virtual ~ResponseSink() = default;
+
+  // Status, headers and the whole body, with its length.
+  virtual Task<bool> respond(ResponseHead head, std::string body) = 0;
+
+  // Status and headers of a streamed body (chunked on HTTP/1.1, DATA frames on HTTP/2).
+  virtual Task<bool> start(ResponseHead head) = 0;
+
+  // Queues `bytes` (copied before the first suspension). Completes when the peer
+  // has taken them or the session's pending output is under its high-water mark:
+  // this is the backpressure that pauses the upstream read of a slow client.
+  virtual Task<bool> write(std::string_view bytes) = 0;
+
+  // Ends the body.
+  virtual Task<bool> finish() = 0;
+
+  // Ends the response abnormally: RST_STREAM on HTTP/2; a TCP reset on HTTP/1.1.
+  // Used when nothing honest can be said any more (and by the mock's fault modes).
+  virtual void abort() = 0;
+
+  // True once `respond()` or `start()` was called: from here on a failure can no
+  // longer become an HTTP status, and a retry would duplicate output.
+  virtual bool started() const = 0;
+  virtual bool clientGone() const = 0;
+};
+
+struct Exchange {
+  RequestHead head;
+  std::string body;  // complete; the session enforces the configured size cap (413)
+  ResponseSink* response = nullptr;
+};
+
+// Runs once per request. Must answer through `exchange.response` unless the
+// client went away; exceptions that escape become a 500 (or an abort if the
+// response had started).
+using Handler = std::function<Task<void>(Exchange& exchange)>;
+
+}  // namespace relay::net

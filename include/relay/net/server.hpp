@@ -1,0 +1,83 @@
+// Worker event loops and the listeners that feed them.
+//
+// Threading model (as nginx and Envoy): one `io_context` per worker thread, each
+// with its own SO_REUSEPORT acceptor per listener, so a connection and every
+// exchange on it live on one thread from accept to close. Shared state above this
+// layer (buckets, circuit states, metrics) must be atomic or sharded.
+//
+// Only the app and the mock include this header; it keeps Asio to a forward
+// declaration so that it stays cheap to include.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "relay/config/config.hpp"
+#include "relay/net/exchange.hpp"
+
+namespace boost::asio {
+class io_context;
+}
+
+namespace relay::net {
+
+struct TlsFiles {
+  std::string certFile;  // PEM chain
+  std::string keyFile;   // PEM private key
+};
+
+struct ListenerOptions {
+  std::string name = "main";  // for logs: "main", "tls", "admin"
+  config::Endpoint address;
+  std::optional<TlsFiles> tls;  // ALPN h2, http/1.1; absent = plaintext HTTP/1.1 and h2c
+  std::uint64_t maxRequestBytes = 4u << 20;
+  std::uint32_t headerTimeoutMs = 10'000;
+  std::uint32_t idleTimeoutMs = 75'000;
+  config::Http2Settings http2;
+};
+
+// Per-process connection counters, for readiness, drain and metrics.
+struct ServerStats {
+  std::atomic<std::int64_t> openConnections{0};
+  std::atomic<std::int64_t> activeExchanges{0};
+  std::atomic<std::uint64_t> acceptedConnections{0};
+};
+
+class Runtime {
+ public:
+  // `workers` event loops; 0 = one per core.
+  explicit Runtime(unsigned workers);
+  ~Runtime();
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
+
+  unsigned workers() const;
+  boost::asio::io_context& context(unsigned worker);
+
+  // Binds `options.address` once per worker (SO_REUSEPORT); connections accepted
+  // on worker i run `handlerFor(i)`. A port of 0 is resolved by the first bind and
+  // reused by the others. Returns the bound address. Throws std::runtime_error
+  // naming the address (or the certificate/key file) on failure.
+  config::Endpoint listen(const ListenerOptions& options,
+                          const std::function<Handler(unsigned worker)>& handlerFor);
+
+  // Runs every worker on its own thread and returns when all have stopped.
+  void run();
+  // Closes every acceptor (in-flight exchanges continue). Thread-safe.
+  void stopAccepting();
+  // Stops every event loop now. Thread-safe.
+  void stop();
+
+  ServerStats& stats();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace relay::net
