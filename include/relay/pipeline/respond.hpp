@@ -1,0 +1,23 @@
+// Answers the pipeline gives itself: OpenAI-shaped errors and small JSON bodies.
+#pragma once
+
+#include <string>
+
+#include "relay/common/headers.hpp"
+#include "relay/net/exchange.hpp"
+
+namespace relay::pipeline {
+
+// An OpenAI error: {"error":{"message","type","param","code"}}.
+struct ApiError {
+  int status = 500;
+  std::string message;  // says what to fix; never contains a secret
+  std::string type = "invalid_request_error";
+  std::string code;   // "" -> null
+  std::string param;  // "" -> null
+};
+
+net::Task<void> respondError(net::ResponseSink& sink, Headers headers, const ApiError& error);
+net::Task<void> respondJson(net::ResponseSink& sink, int status, Headers headers, std::string body);
+
+}  // namespace relay::pipeline

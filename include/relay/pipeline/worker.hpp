@@ -1,0 +1,38 @@
+// Per-worker state of the pipeline: the worker's connection pools and weighted
+// selectors. Used only from the worker's own event loop, so nothing here locks.
+#pragma once
+
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "relay/pipeline/snapshot.hpp"
+#include "relay/upstream/client.hpp"
+#include "relay/upstream/selector.hpp"
+
+namespace relay::pipeline {
+
+class Worker {
+ public:
+  Worker(unsigned index, std::shared_ptr<const Snapshot> snapshot);
+
+  unsigned index() const { return index_; }
+  const Snapshot& snapshot() const { return *snapshot_; }
+  std::shared_ptr<const Snapshot> snapshotPtr() const { return snapshot_; }
+  upstream::ClientPool& clients() { return *clients_; }
+  // The selector of `route` (its position in the catalog's routes).
+  upstream::SmoothWeightedSelector& selector(std::size_t route) { return selectors_.at(route); }
+
+  // "req_" + 24 hex digits, from a per-worker generator (no shared state).
+  std::string newRequestId();
+
+ private:
+  unsigned index_;
+  std::shared_ptr<const Snapshot> snapshot_;
+  std::unique_ptr<upstream::ClientPool> clients_;
+  std::vector<upstream::SmoothWeightedSelector> selectors_;
+  std::mt19937_64 random_;
+};
+
+}  // namespace relay::pipeline

@@ -1,0 +1,114 @@
+// HTTP/1.1 client to the upstreams, with a keep-alive pool per upstream.
+//
+// One `ClientPool` per worker (never shared between threads): connections are
+// created, used and reused on the worker's event loop. A response body is read
+// piece by piece as it arrives (SSE needs that), with no size limit; deadlines
+// for connect, first byte, idle-between-reads and total end an exchange with a
+// typed failure. Asio and Beast stay in client.cpp.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "relay/common/headers.hpp"
+#include "relay/net/exchange.hpp"
+#include "relay/upstream/target.hpp"
+
+namespace relay::upstream {
+
+using net::Task;
+using Clock = std::chrono::steady_clock;
+
+enum class FailureKind {
+  kNone,
+  kConnect,           // DNS, TCP connect refused/unreachable
+  kTls,               // handshake or certificate verification
+  kConnectTimeout,
+  kFirstByteTimeout,  // no response head in time (time to first token for streams)
+  kIdleTimeout,       // a gap between body reads
+  kTotalTimeout,
+  kReset,             // closed or reset by the upstream
+  kProtocol,          // not valid HTTP/1.1
+};
+
+struct Failure {
+  FailureKind kind = FailureKind::kNone;
+  std::string detail;  // for logs and error messages; never contains a secret
+  explicit operator bool() const { return kind != FailureKind::kNone; }
+};
+
+// "connect_error", "timeout", ... — the names `retry.retry_on` uses.
+std::string_view failureClass(FailureKind kind);
+// A phrase for messages: "connection refused", "first byte timeout (15000 ms)".
+std::string describe(const Failure& failure);
+
+struct Deadlines {
+  std::chrono::milliseconds connect{3'000};
+  std::chrono::milliseconds firstByte{15'000};
+  std::chrono::milliseconds idle{30'000};
+  Clock::time_point total = Clock::time_point::max();
+};
+
+struct OutgoingRequest {
+  std::string_view method = "POST";
+  std::string path;        // "/v1/chat/completions"
+  Headers headers;         // end-to-end; host, content-length and framing are added
+  std::string_view body;   // must outlive the send
+};
+
+// The response to one request: head first, then the body as it arrives.
+class ResponseStream {
+ public:
+  virtual ~ResponseStream() = default;
+  virtual int status() const = 0;
+  virtual const Headers& headers() const = 0;
+  // Appends the next body bytes to `out`. Returns false at the end of the body
+  // or on failure (then `failure()` says which).
+  virtual Task<bool> read(std::string& out) = 0;
+  // Reads the rest of the body into `out`. False on failure.
+  virtual Task<bool> readAll(std::string& out) = 0;
+  virtual const Failure& failure() const = 0;
+};
+
+struct PoolStats {
+  std::uint64_t connectionsOpened = 0;
+  std::uint64_t connectionsReused = 0;
+};
+
+class ClientPool {
+ public:
+  struct Options {
+    std::size_t maxIdlePerUpstream = 64;
+    std::chrono::seconds maxIdleTime{50};  // below common upstream keep-alive timeouts
+  };
+  struct UpstreamSpec {
+    Target target;
+    std::string caFile;  // "" = system trust store
+  };
+
+  ClientPool(std::vector<UpstreamSpec> upstreams, Options options);
+  ClientPool(std::vector<UpstreamSpec> upstreams) : ClientPool(std::move(upstreams), Options{}) {}
+  ~ClientPool();
+  ClientPool(const ClientPool&) = delete;
+  ClientPool& operator=(const ClientPool&) = delete;
+
+  // Sends `request` to upstream `index` on a pooled connection (or a new one)
+  // and waits for the response head. A pooled connection found dead before any
+  // response byte arrived is replaced once, transparently. The stream returns
+  // its connection to the pool when its body was read to the end.
+  Task<std::unique_ptr<ResponseStream>> send(std::size_t index, const OutgoingRequest& request,
+                                             const Deadlines& deadlines, Failure& failure);
+
+  const PoolStats& stats() const;
+
+  struct Impl;  // public so that response streams in client.cpp can hold it
+
+ private:
+  std::shared_ptr<Impl> impl_;
+};
+
+}  // namespace relay::upstream

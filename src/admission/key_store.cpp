@@ -1,0 +1,197 @@
+#include "relay/admission/key_store.hpp"
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/rand.h>
+
+#include <algorithm>
+#include <cstring>
+#include <stdexcept>
+
+namespace relay::admission {
+
+Digest sha256(std::string_view data) {
+  Digest d{};
+  unsigned int len = 0;
+  EVP_Digest(data.data(), data.size(), d.data(), &len, EVP_sha256(), nullptr);
+  return d;
+}
+
+std::string toHex(const Digest& digest) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out(64, '0');
+  for (std::size_t i = 0; i < digest.size(); ++i) {
+    out[2 * i] = kHex[digest[i] >> 4];
+    out[2 * i + 1] = kHex[digest[i] & 0xf];
+  }
+  return out;
+}
+
+bool fromHex(std::string_view hex, Digest& out) {
+  if (hex.size() != 64) return false;
+  auto nibble = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  for (std::size_t i = 0; i < 32; ++i) {
+    int hi = nibble(hex[2 * i]);
+    int lo = nibble(hex[2 * i + 1]);
+    if (hi < 0 || lo < 0) return false;
+    out[i] = static_cast<std::uint8_t>(hi << 4 | lo);
+  }
+  return true;
+}
+
+std::string generateKey() {
+  static constexpr char kAlphabet[] =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+  std::array<unsigned char, 32> bytes{};
+  if (RAND_bytes(bytes.data(), static_cast<int>(bytes.size())) != 1)
+    throw std::runtime_error("no randomness available for a new key");
+  std::string key = "kr-";
+  // base64url without padding: 32 bytes -> 43 characters.
+  std::uint32_t acc = 0;
+  int bits = 0;
+  for (unsigned char b : bytes) {
+    acc = acc << 8 | b;
+    bits += 8;
+    while (bits >= 6) {
+      bits -= 6;
+      key.push_back(kAlphabet[(acc >> bits) & 63]);
+    }
+  }
+  if (bits > 0) key.push_back(kAlphabet[(acc << (6 - bits)) & 63]);
+  return key;
+}
+
+bool Tenant::mayUse(std::string_view model) const {
+  const auto& allowed = config->models;
+  return allowed.empty() || std::find(allowed.begin(), allowed.end(), model) != allowed.end();
+}
+
+bool Tenant::mayUseMcpServer(std::string_view server) const {
+  const auto& allowed = config->mcpServers;
+  return allowed.empty() || std::find(allowed.begin(), allowed.end(), server) != allowed.end();
+}
+
+std::size_t KeyStore::DigestHash::operator()(const Digest& d) const {
+  std::size_t h;
+  std::memcpy(&h, d.data(), sizeof h);  // a digest is already uniformly distributed
+  return h;
+}
+
+KeyStore::KeyStore(const std::vector<config::Key>& keys) {
+  tenants_.reserve(keys.size());
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    Digest d{};
+    if (!fromHex(keys[i].sha256, d))
+      throw std::invalid_argument("key '" + keys[i].name + "' has an invalid sha256 digest");
+    tenants_.push_back(Tenant{i, keys[i].name, &keys[i]});
+    digests_.push_back(d);
+    byDigest_.emplace(d, i);
+  }
+}
+
+const Tenant* KeyStore::find(std::string_view presentedKey) const {
+  // The lookup hashes a digest of the key, so its timing says nothing about the
+  // key; the final comparison is constant-time all the same.
+  Digest d = sha256(presentedKey);
+  auto it = byDigest_.find(d);
+  if (it == byDigest_.end()) return nullptr;
+  if (CRYPTO_memcmp(d.data(), digests_[it->second].data(), d.size()) != 0) return nullptr;
+  return &tenants_[it->second];
+}
+
+namespace {
+
+struct Invisible {
+  std::string_view bytes;
+  const char* name;
+};
+
+constexpr Invisible kInvisible[] = {
+    {"\xE2\x80\x8B", "a zero-width space (U+200B)"},
+    {"\xE2\x80\x8C", "a zero-width non-joiner (U+200C)"},
+    {"\xE2\x80\x8D", "a zero-width joiner (U+200D)"},
+    {"\xE2\x81\xA0", "a word joiner (U+2060)"},
+    {"\xEF\xBB\xBF", "a byte order mark (U+FEFF)"},
+    {"\xC2\xA0", "a non-breaking space (U+00A0)"},
+    {"\xC2\xAD", "a soft hyphen (U+00AD)"},
+};
+
+bool isSpace(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
+
+}  // namespace
+
+std::string keyFormatProblem(std::string_view key) {
+  if (!key.empty() && (isSpace(key.front()) || isSpace(key.back())))
+    return "the API key has leading or trailing whitespace; remove it";
+  for (const Invisible& inv : kInvisible) {
+    if (key.find(inv.bytes) != std::string_view::npos)
+      return std::string("the API key contains ") + inv.name +
+             ", an invisible character (often from copy and paste); remove it";
+  }
+  for (char c : key) {
+    auto u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u == 0x7f)
+      return "the API key contains a control character; remove it";
+    if (isSpace(c)) return "the API key contains whitespace; remove it";
+  }
+  return {};
+}
+
+AuthResult KeyStore::authenticate(const Headers& headers) const {
+  AuthResult r;
+  std::string_view bearer;
+  bool hasBearer = false;
+  if (const std::string* auth = headers.find("authorization")) {
+    std::string_view v = *auth;
+    // Scheme is case-insensitive (RFC 9110 §11.1); the token is everything after one space.
+    if (v.size() >= 7 && equalsIgnoreCase(v.substr(0, 7), "bearer ")) {
+      bearer = v.substr(7);
+      hasBearer = true;
+    } else {
+      r.status = AuthStatus::kMalformed;
+      r.message =
+          "the Authorization header must be 'Bearer <key>'; use the key the gateway issued you";
+      return r;
+    }
+  }
+  const std::string* apiKey = headers.find("x-api-key");
+  if (hasBearer && apiKey && *apiKey != bearer) {
+    r.status = AuthStatus::kConflict;
+    r.message =
+        "both Authorization and x-api-key are present with different keys; send only one of them";
+    return r;
+  }
+  std::string_view key = hasBearer ? bearer : apiKey ? std::string_view(*apiKey) : std::string_view();
+  if (!hasBearer && !apiKey) {
+    r.status = AuthStatus::kMissing;
+    r.message =
+        "You didn't provide an API key. Send it as 'Authorization: Bearer <key>' or 'x-api-key: "
+        "<key>'.";
+    return r;
+  }
+  if (std::string problem = keyFormatProblem(key); !problem.empty()) {
+    r.status = AuthStatus::kMalformed;
+    r.message = "Incorrect API key provided: " + problem + ".";
+    return r;
+  }
+  if (key.empty()) {
+    r.status = AuthStatus::kMissing;
+    r.message = "The API key is empty. Send the key the gateway issued you.";
+    return r;
+  }
+  r.tenant = find(key);
+  if (!r.tenant) {
+    r.status = AuthStatus::kInvalid;
+    r.message = "Incorrect API key provided. Use a key issued by this gateway.";
+    return r;
+  }
+  r.status = AuthStatus::kOk;
+  return r;
+}
+
+}  // namespace relay::admission

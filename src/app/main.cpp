@@ -1,0 +1,205 @@
+// kimi-relay: command line, start-up wiring and signals.
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "relay/admission/key_store.hpp"
+#include "relay/api/router.hpp"
+#include "relay/config/parse.hpp"
+#include "relay/net/server.hpp"
+#include "relay/pipeline/worker.hpp"
+
+namespace {
+
+using namespace relay;
+
+constexpr const char* kUsage = R"(kimi-relay — an OpenAI-compatible gateway for Kimi agent swarms
+
+usage:
+  kimi-relay --config FILE          run the gateway
+  kimi-relay --check-config FILE    validate FILE (and its ${ENV} secrets) and exit
+  kimi-relay keys new               print a new caller key and its sha256 digest
+  kimi-relay keys hash [KEY]        print the sha256 digest of KEY (read from stdin if absent)
+  kimi-relay --version
+)";
+
+int usageError(const std::string& message) {
+  std::fprintf(stderr, "kimi-relay: %s\n\n%s", message.c_str(), kUsage);
+  return 2;
+}
+
+int keysCommand(const std::vector<std::string>& args) {
+  if (args.size() >= 2 && args[1] == "new") {
+    std::string key = admission::generateKey();
+    std::printf("key:    %s\nsha256: %s\n", key.c_str(),
+                admission::toHex(admission::sha256(key)).c_str());
+    std::printf("\nGive the key to the caller; put only the sha256 in the config:\n"
+                "  keys:\n    - name: <caller>\n      sha256: \"%s\"\n",
+                admission::toHex(admission::sha256(key)).c_str());
+    return 0;
+  }
+  if (args.size() >= 2 && args[1] == "hash") {
+    std::string key;
+    if (args.size() >= 3) {
+      key = args[2];
+    } else if (!std::getline(std::cin, key)) {
+      return usageError("keys hash: no key given on the command line or stdin");
+    }
+    if (std::string problem = admission::keyFormatProblem(key); !problem.empty())
+      std::fprintf(stderr, "warning: %s\n", problem.c_str());
+    std::printf("%s\n", admission::toHex(admission::sha256(key)).c_str());
+    return 0;
+  }
+  return usageError("keys: expected 'new' or 'hash'");
+}
+
+void setupLogging(const config::Config& cfg) {
+  auto logger = spdlog::stderr_color_mt("relay");
+  logger->set_pattern("%Y-%m-%dT%H:%M:%S.%e%z %^%l%$ %v");
+  spdlog::set_default_logger(logger);
+  spdlog::set_level(spdlog::level::from_str(cfg.log.level));
+  spdlog::flush_on(spdlog::level::info);
+}
+
+int runGateway(const std::string& path) {
+  config::Config cfg;
+  try {
+    cfg = config::loadConfigFile(path);
+  } catch (const config::ConfigError& e) {
+    std::fprintf(stderr, "kimi-relay: %s\n", e.what());
+    return 1;
+  }
+  setupLogging(cfg);
+
+  std::shared_ptr<const pipeline::Snapshot> snapshot;
+  try {
+    snapshot = std::make_shared<const pipeline::Snapshot>(cfg);
+  } catch (const std::exception& e) {
+    spdlog::critical("{}: {}", path, e.what());
+    return 1;
+  }
+
+  net::Runtime runtime(cfg.server.workers);
+  std::vector<std::unique_ptr<pipeline::Worker>> workers;
+  for (unsigned i = 0; i < runtime.workers(); ++i)
+    workers.push_back(std::make_unique<pipeline::Worker>(i, snapshot));
+
+  api::AdminState admin;
+  try {
+    auto mainFor = [&](unsigned w) { return api::mainHandler(*workers[w]); };
+    for (const auto& ep : cfg.server.listen) {
+      net::ListenerOptions o;
+      o.name = "main";
+      o.address = ep;
+      o.maxRequestBytes = cfg.server.maxRequestBytes;
+      o.headerTimeoutMs = cfg.server.headerTimeoutMs;
+      o.idleTimeoutMs = cfg.server.idleTimeoutMs;
+      o.http2 = cfg.server.http2;
+      auto bound = runtime.listen(o, mainFor);
+      spdlog::info("listening on http://{} (main)", bound.text());
+    }
+    for (const auto& tl : cfg.server.tlsListen) {
+      net::ListenerOptions o;
+      o.name = "tls";
+      o.address = tl.address;
+      o.tls = net::TlsFiles{tl.certFile, tl.keyFile};
+      o.maxRequestBytes = cfg.server.maxRequestBytes;
+      o.headerTimeoutMs = cfg.server.headerTimeoutMs;
+      o.idleTimeoutMs = cfg.server.idleTimeoutMs;
+      o.http2 = cfg.server.http2;
+      auto bound = runtime.listen(o, mainFor);
+      spdlog::info("listening on https://{} (tls)", bound.text());
+    }
+    if (cfg.admin.listen) {
+      net::ListenerOptions o;
+      o.name = "admin";
+      o.address = *cfg.admin.listen;
+      o.maxRequestBytes = 64 * 1024;
+      auto bound = runtime.listen(o, [&](unsigned) { return api::adminHandler(admin); });
+      spdlog::info("listening on http://{} (admin)", bound.text());
+    }
+  } catch (const std::exception& e) {
+    spdlog::critical("{}", e.what());
+    return 1;
+  }
+
+  // SIGTERM/SIGINT: stop accepting, let open exchanges finish within the drain
+  // timeout, then stop the loops.
+  boost::asio::io_context& control = runtime.context(0);
+  boost::asio::signal_set signals(control, SIGTERM, SIGINT);
+  boost::asio::steady_timer drainTimer(control);
+  std::chrono::steady_clock::time_point drainDeadline;
+  std::function<void()> pollDrain = [&] {
+    if (runtime.stats().activeExchanges.load() == 0 ||
+        std::chrono::steady_clock::now() >= drainDeadline) {
+      spdlog::info("drained; {} exchanges still open at exit", runtime.stats().activeExchanges.load());
+      runtime.stop();
+      return;
+    }
+    drainTimer.expires_after(std::chrono::milliseconds(20));
+    drainTimer.async_wait([&](boost::system::error_code) { pollDrain(); });
+  };
+  signals.async_wait([&](boost::system::error_code ec, int signo) {
+    if (ec) return;
+    spdlog::info("received {}; draining for up to {} ms", strsignal(signo),
+                 cfg.server.drainTimeoutMs);
+    admin.draining = true;
+    runtime.stopAccepting();
+    drainDeadline = std::chrono::steady_clock::now() +
+                    std::chrono::milliseconds(cfg.server.drainTimeoutMs);
+    pollDrain();
+  });
+  std::signal(SIGPIPE, SIG_IGN);
+
+  admin.ready = true;
+  spdlog::info("kimi-relay {} ready: {} workers, {} upstreams, {} models, {} keys", RELAY_VERSION,
+               runtime.workers(), snapshot->catalog.upstreams().size(),
+               snapshot->catalog.routes().size(), snapshot->keys.tenants().size());
+  runtime.run();
+  spdlog::shutdown();
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty()) return usageError("no command given");
+  const std::string& cmd = args[0];
+  if (cmd == "--version" || cmd == "version") {
+    std::printf("kimi-relay %s\n", RELAY_VERSION);
+    return 0;
+  }
+  if (cmd == "--help" || cmd == "-h" || cmd == "help") {
+    std::printf("%s", kUsage);
+    return 0;
+  }
+  if (cmd == "keys") return keysCommand(args);
+  if (cmd == "--check-config") {
+    if (args.size() != 2) return usageError("--check-config needs a FILE");
+    try {
+      config::Config cfg = config::loadConfigFile(args[1]);
+      pipeline::Snapshot snap(std::move(cfg));
+      std::printf("%s: OK (%zu upstreams, %zu models, %zu keys)\n", args[1].c_str(),
+                  snap.catalog.upstreams().size(), snap.catalog.routes().size(),
+                  snap.keys.tenants().size());
+      return 0;
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "kimi-relay: %s\n", e.what());
+      return 1;
+    }
+  }
+  if (cmd == "--config") {
+    if (args.size() != 2) return usageError("--config needs a FILE");
+    return runGateway(args[1]);
+  }
+  return usageError("unknown command '" + cmd + "'");
+}

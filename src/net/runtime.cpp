@@ -1,0 +1,212 @@
+// Worker event loops, SO_REUSEPORT listeners, and the first bytes of a
+// connection: TLS handshake + ALPN, or the h2c preface check on plaintext.
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/ssl/stream.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <sys/socket.h>
+
+#include <mutex>
+#include <stdexcept>
+#include <thread>
+
+#include "relay/net/server.hpp"
+#include "session_common.hpp"
+#include "tls_context.hpp"
+
+namespace relay::net {
+namespace {
+
+constexpr auto kTuple = asio::as_tuple(asio::use_awaitable);
+constexpr std::string_view kH2Preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+using WorkGuard = asio::executor_work_guard<asio::io_context::executor_type>;
+
+tcp::endpoint resolveEndpoint(const config::Endpoint& e) {
+  boost::system::error_code ec;
+  auto addr = asio::ip::make_address(e.host == "localhost" ? "127.0.0.1" : e.host, ec);
+  if (ec) throw std::runtime_error("listen address '" + e.text() + "': not an IP address");
+  return {addr, e.port};
+}
+
+// Closes `socket` if `timer` expires first; the caller cancels it on progress.
+void closeOnTimeout(asio::steady_timer& timer, tcp::socket& socket,
+                    std::chrono::milliseconds after) {
+  timer.expires_after(after);
+  timer.async_wait([&socket](boost::system::error_code ec) {
+    if (!ec) socket.close(ec);
+  });
+}
+
+// Plaintext: HTTP/2 prior knowledge starts with the 24-byte client preface.
+// Compare the bytes (a request line could be 24 bytes long too); read more only
+// while what arrived is still a prefix of the preface.
+Task<void> detectPlaintext(tcp::socket socket, std::shared_ptr<const SessionConfig> config,
+                           Handler handler) {
+  asio::steady_timer timer(socket.get_executor());
+  closeOnTimeout(timer, socket, config->headerTimeout);
+  std::string initial;
+  char buf[4096];
+  bool h2 = false;
+  for (;;) {
+    auto [ec, n] = co_await socket.async_read_some(asio::buffer(buf), kTuple);
+    if (ec) co_return;  // closed before saying anything (or timed out)
+    initial.append(buf, n);
+    std::size_t cmp = std::min(initial.size(), kH2Preface.size());
+    if (initial.compare(0, cmp, kH2Preface, 0, cmp) != 0) break;  // HTTP/1.x
+    if (initial.size() >= kH2Preface.size()) {
+      h2 = true;
+      break;
+    }
+  }
+  timer.cancel();
+  if (h2) {
+    startHttp2(std::move(socket), std::move(initial), std::move(config), std::move(handler));
+  } else {
+    startHttp1(std::move(socket), std::move(initial), std::move(config), std::move(handler));
+  }
+}
+
+Task<void> handshakeTls(tcp::socket socket, std::shared_ptr<asio::ssl::context> tls,
+                        std::shared_ptr<const SessionConfig> config, Handler handler) {
+  TlsStream stream(std::move(socket), *tls);
+  asio::steady_timer timer(stream.get_executor());
+  closeOnTimeout(timer, stream.next_layer(), config->headerTimeout);
+  auto [ec] = co_await stream.async_handshake(asio::ssl::stream_base::server, kTuple);
+  timer.cancel();
+  if (ec) co_return;  // scanners, wrong protocol, expired: nothing to answer
+  if (negotiatedAlpn(stream.native_handle()) == "h2") {
+    startHttp2(std::move(stream), std::move(config), std::move(handler));
+  } else {
+    startHttp1(std::move(stream), std::move(config), std::move(handler));
+  }
+}
+
+}  // namespace
+
+struct Runtime::Impl {
+  std::vector<std::unique_ptr<asio::io_context>> contexts;
+  std::vector<WorkGuard> guards;
+  std::mutex acceptorsMutex;
+  std::vector<std::shared_ptr<tcp::acceptor>> acceptors;
+  ServerStats stats;
+
+  Task<void> acceptLoop(std::shared_ptr<tcp::acceptor> acceptor,
+                        std::shared_ptr<const SessionConfig> config,
+                        std::shared_ptr<asio::ssl::context> tls, Handler handler) {
+    auto executor = acceptor->get_executor();
+    for (;;) {
+      auto [ec, socket] = co_await acceptor->async_accept(kTuple);
+      if (ec) {
+        if (!acceptor->is_open() || ec == asio::error::operation_aborted) co_return;
+        // EMFILE and friends: back off instead of spinning.
+        asio::steady_timer pause(executor, std::chrono::milliseconds(50));
+        co_await pause.async_wait(kTuple);
+        continue;
+      }
+      stats.acceptedConnections.fetch_add(1, std::memory_order_relaxed);
+      boost::system::error_code ignored;
+      socket.set_option(tcp::no_delay(true), ignored);
+      if (tls) {
+        asio::co_spawn(executor, handshakeTls(std::move(socket), tls, config, handler),
+                       asio::detached);
+      } else {
+        asio::co_spawn(executor, detectPlaintext(std::move(socket), config, handler),
+                       asio::detached);
+      }
+    }
+  }
+};
+
+Runtime::Runtime(unsigned workers) : impl_(std::make_unique<Impl>()) {
+  if (workers == 0) workers = std::max(1u, std::thread::hardware_concurrency());
+  for (unsigned i = 0; i < workers; ++i) {
+    // concurrency hint 1: each context is only ever run by its own thread.
+    impl_->contexts.push_back(std::make_unique<asio::io_context>(1));
+    impl_->guards.emplace_back(impl_->contexts.back()->get_executor());
+  }
+}
+
+Runtime::~Runtime() = default;
+
+unsigned Runtime::workers() const { return static_cast<unsigned>(impl_->contexts.size()); }
+
+asio::io_context& Runtime::context(unsigned worker) { return *impl_->contexts.at(worker); }
+
+ServerStats& Runtime::stats() { return impl_->stats; }
+
+config::Endpoint Runtime::listen(const ListenerOptions& options,
+                                 const std::function<Handler(unsigned worker)>& handlerFor) {
+  auto config = std::make_shared<SessionConfig>();
+  config->maxRequestBytes = options.maxRequestBytes;
+  config->headerTimeout = std::chrono::milliseconds(options.headerTimeoutMs);
+  config->idleTimeout = std::chrono::milliseconds(options.idleTimeoutMs);
+  config->http2 = options.http2;
+  config->stats = &impl_->stats;
+  config->tls = options.tls.has_value();
+
+  std::shared_ptr<asio::ssl::context> tls;
+  if (options.tls) tls = makeServerTlsContext(options.tls->certFile, options.tls->keyFile, false);
+
+  tcp::endpoint endpoint = resolveEndpoint(options.address);
+  config::Endpoint bound = options.address;
+  for (unsigned i = 0; i < workers(); ++i) {
+    auto acceptor = std::make_shared<tcp::acceptor>(*impl_->contexts[i]);
+    boost::system::error_code ec;
+    acceptor->open(endpoint.protocol(), ec);
+    if (!ec) acceptor->set_option(asio::socket_base::reuse_address(true), ec);
+    if (!ec) {
+      int one = 1;
+      if (::setsockopt(acceptor->native_handle(), SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) != 0)
+        ec.assign(errno, boost::system::system_category());
+    }
+    if (!ec) acceptor->bind(endpoint, ec);
+    if (!ec) acceptor->listen(asio::socket_base::max_listen_connections, ec);
+    if (ec) {
+      throw std::runtime_error("cannot listen on " + options.address.text() + " (" + options.name +
+                               "): " + ec.message());
+    }
+    if (i == 0) {
+      endpoint.port(acceptor->local_endpoint().port());  // port 0: every worker shares it
+      bound.port = endpoint.port();
+    }
+    {
+      std::lock_guard lock(impl_->acceptorsMutex);
+      impl_->acceptors.push_back(acceptor);
+    }
+    asio::co_spawn(*impl_->contexts[i], impl_->acceptLoop(acceptor, config, tls, handlerFor(i)),
+                   asio::detached);
+  }
+  return bound;
+}
+
+void Runtime::run() {
+  std::vector<std::thread> threads;
+  for (unsigned i = 1; i < workers(); ++i) {
+    threads.emplace_back([this, i] { impl_->contexts[i]->run(); });
+  }
+  impl_->contexts[0]->run();
+  for (auto& t : threads) t.join();
+}
+
+void Runtime::stopAccepting() {
+  std::lock_guard lock(impl_->acceptorsMutex);
+  for (auto& acceptor : impl_->acceptors) {
+    asio::post(acceptor->get_executor(), [acceptor] {
+      boost::system::error_code ec;
+      acceptor->close(ec);
+    });
+  }
+}
+
+void Runtime::stop() {
+  for (auto& ctx : impl_->contexts) ctx->stop();
+}
+
+}  // namespace relay::net

@@ -1,0 +1,79 @@
+// Pieces shared by the HTTP/1.1 and HTTP/2 sessions (private to net/).
+#pragma once
+
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl/stream.hpp>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "relay/common/json_write.hpp"
+#include "relay/config/config.hpp"
+#include "relay/net/exchange.hpp"
+#include "relay/net/server.hpp"
+
+namespace relay::net {
+
+namespace asio = boost::asio;
+using tcp = asio::ip::tcp;
+using TlsStream = asio::ssl::stream<tcp::socket>;
+using SteadyClock = std::chrono::steady_clock;
+
+// What a session needs from its listener; shared by every connection on it.
+struct SessionConfig {
+  std::uint64_t maxRequestBytes = 4u << 20;
+  std::chrono::milliseconds headerTimeout{10'000};
+  std::chrono::milliseconds idleTimeout{75'000};
+  config::Http2Settings http2;
+  ServerStats* stats = nullptr;
+  bool tls = false;
+};
+
+inline tcp::socket& lowestLayer(tcp::socket& s) { return s; }
+inline tcp::socket& lowestLayer(TlsStream& s) { return s.next_layer(); }
+
+// Closes with a TCP RST (SO_LINGER 0): the peer sees a reset, not a clean end.
+void resetConnection(tcp::socket& socket);
+
+// "ip:port" of the peer, or "" when unknown.
+std::string peerAddress(tcp::socket& socket);
+
+// True for header fields that describe one hop only (RFC 9110 §7.6.1, RFC 9113
+// §8.2.2): they never cross from one connection to another.
+bool isHopByHopHeader(std::string_view lowerName);
+
+// Canonical reason phrase for a status line ("OK", "Not Found", ...).
+std::string_view reasonPhrase(int status);
+
+// Counts an open connection for as long as it lives.
+class ConnectionCounter {
+ public:
+  explicit ConnectionCounter(ServerStats* stats) : stats_(stats) {
+    if (stats_) stats_->openConnections.fetch_add(1, std::memory_order_relaxed);
+  }
+  ~ConnectionCounter() {
+    if (stats_) stats_->openConnections.fetch_sub(1, std::memory_order_relaxed);
+  }
+  ConnectionCounter(const ConnectionCounter&) = delete;
+  ConnectionCounter& operator=(const ConnectionCounter&) = delete;
+
+ private:
+  ServerStats* stats_;
+};
+
+// Starts HTTP/1.1 on an accepted connection; `initial` holds bytes already read
+// (the h2c preface check). Defined in h1_session.cpp.
+void startHttp1(tcp::socket socket, std::string initial, std::shared_ptr<const SessionConfig> config,
+                Handler handler);
+void startHttp1(TlsStream stream, std::shared_ptr<const SessionConfig> config,
+                Handler handler);
+
+// Starts HTTP/2 (h2c after the preface, or h2 after ALPN). Defined in h2_session.cpp.
+void startHttp2(tcp::socket socket, std::string initial, std::shared_ptr<const SessionConfig> config,
+                Handler handler);
+void startHttp2(TlsStream stream, std::shared_ptr<const SessionConfig> config,
+                Handler handler);
+
+}  // namespace relay::net

@@ -1,0 +1,182 @@
+// POST /v1/chat/completions: authenticate -> validate -> route -> forward ->
+// stream back. The pipeline is written once against the net seam; it never
+// knows which HTTP version the caller speaks.
+#include "relay/pipeline/chat.hpp"
+
+#include "relay/common/chat_request.hpp"
+#include "relay/common/json_write.hpp"
+#include "relay/pipeline/steps.hpp"
+#include "relay/pipeline/upstream_error.hpp"
+
+namespace relay::pipeline {
+namespace {
+
+using upstream::Failure;
+using upstream::FailureKind;
+
+// The models a caller may use, comma separated, for error messages.
+std::string modelsFor(const Snapshot& snap, const admission::Tenant& tenant) {
+  std::string out;
+  for (const auto& route : snap.catalog.routes()) {
+    if (!tenant.mayUse(route.model)) continue;
+    if (!out.empty()) out += ", ";
+    out += route.model;
+  }
+  return out.empty() ? "(none)" : out;
+}
+
+upstream::Deadlines deadlinesFrom(const config::Timeouts& t, upstream::Clock::time_point start) {
+  upstream::Deadlines d;
+  d.connect = std::chrono::milliseconds(t.connectMs);
+  d.firstByte = std::chrono::milliseconds(t.firstByteMs);
+  d.idle = std::chrono::milliseconds(t.idleMs);
+  d.total = start + std::chrono::milliseconds(t.totalMs);
+  return d;
+}
+
+ApiError failureError(const std::string& upstreamName, const Failure& failure) {
+  ApiError e;
+  bool timeout = upstream::failureClass(failure.kind) == "timeout";
+  e.status = timeout ? 504 : 502;
+  e.type = "server_error";
+  e.code = timeout ? "upstream_timeout" : "upstream_unavailable";
+  e.message = "upstream '" + upstreamName + "' failed: " + upstream::describe(failure);
+  return e;
+}
+
+}  // namespace
+
+net::Task<void> handleChatCompletions(Worker& worker, net::Exchange& ex) {
+  const auto start = upstream::Clock::now();
+  std::shared_ptr<const Snapshot> snapshot = worker.snapshotPtr();  // stays valid through a reload
+  const Snapshot& snap = *snapshot;
+  net::ResponseSink& sink = *ex.response;
+
+  Headers base;
+  base.add("x-request-id", requestIdFor(ex.head.headers, [&] { return worker.newRequestId(); }));
+
+  const admission::Tenant* tenant = nullptr;
+  if (auto err = authenticate(snap.keys, ex.head.headers, tenant)) {
+    co_await respondError(sink, std::move(base), *err);
+    co_return;
+  }
+
+  ChatRequestFields fields;
+  if (auto bad = readChatRequest(ex.body, fields)) {
+    co_await respondError(sink, std::move(base),
+                          ApiError{400, bad->message, "invalid_request_error", "", bad->param});
+    co_return;
+  }
+
+  const upstream::ModelRoute* route = snap.catalog.route(fields.model);
+  if (!route) {
+    co_await respondError(
+        sink, std::move(base),
+        ApiError{404,
+                 "The model '" + fields.model + "' does not exist or you do not have access to it. "
+                     "Available models: " + modelsFor(snap, *tenant) + ".",
+                 "invalid_request_error", "model_not_found", "model"});
+    co_return;
+  }
+  if (!tenant->mayUse(fields.model)) {
+    co_await respondError(
+        sink, std::move(base),
+        ApiError{403,
+                 "The key '" + tenant->name + "' may not use the model '" + fields.model +
+                     "'. Allowed models: " + modelsFor(snap, *tenant) + ".",
+                 "invalid_request_error", "model_not_allowed", "model"});
+    co_return;
+  }
+
+  int pick = worker.selector(route->index).pick();
+  const upstream::Candidate& candidate = route->candidates.at(static_cast<std::size_t>(pick));
+  const upstream::UpstreamInfo& target = snap.catalog.upstreams()[candidate.upstream];
+
+  std::string forwardBody;
+  rewriteChatRequest(ex.body, fields, ChatRewrite{candidate.upstreamModel, false}, forwardBody);
+
+  upstream::OutgoingRequest req;
+  req.method = "POST";
+  req.path = target.target.path("/chat/completions");
+  req.headers = forwardableHeaders(ex.head.headers);
+  req.headers.set("authorization", target.authorization);
+  req.headers.set("x-request-id", base.get("x-request-id"));
+  req.headers.set("content-type", "application/json");  // the body was validated as JSON
+  req.headers.add("accept-encoding", "identity");  // SSE is relayed as it comes
+  req.body = forwardBody;
+
+  base.add("x-relay-upstream", target.name);
+
+  Failure failure;
+  std::unique_ptr<upstream::ResponseStream> resp = co_await worker.clients().send(
+      candidate.upstream, req, deadlinesFrom(snap.config.timeouts, start), failure);
+  if (!resp) {
+    if (!sink.clientGone())
+      co_await respondError(sink, std::move(base), failureError(target.name, failure));
+    co_return;
+  }
+
+  if (resp->status() >= 400) {
+    std::string body;
+    if (!co_await resp->readAll(body)) {
+      co_await respondError(sink, std::move(base), failureError(target.name, resp->failure()));
+      co_return;
+    }
+    UpstreamErrorView err = normaliseUpstreamError(target.name, resp->status(), body);
+    for (const char* h : {"retry-after", "retry-after-ms"}) {
+      if (const std::string* v = resp->headers().find(h)) base.add(h, *v);
+    }
+    if (!err.retryable) base.add("x-should-retry", "false");
+    co_await respondJson(sink, resp->status(), std::move(base), std::move(err.body));
+    co_return;
+  }
+
+  if (const std::string* up = resp->headers().find("x-request-id"))
+    base.add("x-upstream-request-id", *up);
+
+  if (!fields.stream) {
+    std::string body;
+    if (!co_await resp->readAll(body)) {
+      co_await respondError(sink, std::move(base), failureError(target.name, resp->failure()));
+      co_return;
+    }
+    net::ResponseHead head;
+    head.status = resp->status();
+    head.headers = std::move(base);
+    std::string_view type = resp->headers().get("content-type");
+    head.headers.add("content-type", type.empty() ? "application/json" : type);
+    co_await sink.respond(std::move(head), std::move(body));
+    co_return;
+  }
+
+  // Streaming: from here on the caller has a 200 and every failure must be
+  // reported inside the stream, never by cutting it short silently.
+  net::ResponseHead head;
+  head.status = resp->status();
+  head.headers = std::move(base);
+  std::string_view type = resp->headers().get("content-type");
+  head.headers.add("content-type", type.empty() ? "text/event-stream" : type);
+  head.headers.add("cache-control", "no-cache");
+  head.headers.add("x-accel-buffering", "no");
+  if (!co_await sink.start(std::move(head))) co_return;
+
+  std::string chunk;
+  chunk.reserve(16 * 1024);
+  for (;;) {
+    chunk.clear();
+    bool more = co_await resp->read(chunk);
+    if (!chunk.empty() && !co_await sink.write(chunk)) co_return;  // caller gone: drop upstream
+    if (!more) break;
+  }
+  if (resp->failure()) {
+    std::string event = "data: ";
+    event += openAiErrorJson("upstream '" + target.name + "' failed mid-stream: " +
+                                 upstream::describe(resp->failure()),
+                             "server_error", "upstream_stream_interrupted");
+    event += "\n\n";
+    if (!co_await sink.write(event)) co_return;
+  }
+  co_await sink.finish();
+}
+
+}  // namespace relay::pipeline

@@ -1,0 +1,334 @@
+// HTTP/1.1 client: connect (TCP, TLS with verification and SNI), write one
+// request, read its head, then its body piece by piece. Connections go back to
+// the worker's pool only after a body was read to its end with keep-alive.
+#include "relay/upstream/client.hpp"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/connect.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl/context.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/http/buffer_body.hpp>
+#include <boost/beast/http/parser.hpp>
+#include <boost/beast/http/read.hpp>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
+
+#include <array>
+
+#include "connection.hpp"
+
+namespace relay::upstream {
+namespace {
+
+namespace http = boost::beast::http;
+constexpr auto kTuple = asio::as_tuple(asio::use_awaitable);
+constexpr std::size_t kReadPiece = 16 * 1024;
+
+Clock::time_point earliest(Clock::time_point a, Clock::time_point b) { return a < b ? a : b; }
+
+bool isIpLiteral(const std::string& host) {
+  boost::system::error_code ec;
+  asio::ip::make_address(host, ec);
+  return !ec;
+}
+
+std::shared_ptr<asio::ssl::context> makeClientTlsContext(const std::string& caFile) {
+  auto ctx = std::make_shared<asio::ssl::context>(asio::ssl::context::tls_client);
+  SSL_CTX_set_min_proto_version(ctx->native_handle(), TLS1_2_VERSION);
+  ctx->set_verify_mode(asio::ssl::verify_peer);
+  if (caFile.empty()) {
+    ctx->set_default_verify_paths();
+  } else {
+    ctx->load_verify_file(caFile);
+  }
+  static constexpr unsigned char kAlpn[] = {8, 'h', 't', 't', 'p', '/', '1', '.', '1'};
+  SSL_CTX_set_alpn_protos(ctx->native_handle(), kAlpn, sizeof kAlpn);
+  return ctx;
+}
+
+std::string serializeRequest(const OutgoingRequest& req, const Target& target) {
+  std::string out;
+  out.reserve(256 + req.headers.size() * 64);
+  out.append(req.method).append(" ").append(req.path).append(" HTTP/1.1\r\nhost: ");
+  out.append(target.hostHeader).append("\r\n");
+  for (const HeaderField& f : req.headers) {
+    out.append(f.name).append(": ").append(f.value).append("\r\n");
+  }
+  if (!req.body.empty() || req.method == "POST" || req.method == "PUT") {
+    out.append("content-length: ").append(std::to_string(req.body.size())).append("\r\n");
+  }
+  out.append("\r\n");
+  return out;
+}
+
+}  // namespace
+
+std::string_view failureClass(FailureKind kind) {
+  switch (kind) {
+    case FailureKind::kConnect:
+    case FailureKind::kTls: return "connect_error";
+    case FailureKind::kConnectTimeout:
+    case FailureKind::kFirstByteTimeout:
+    case FailureKind::kIdleTimeout:
+    case FailureKind::kTotalTimeout: return "timeout";
+    case FailureKind::kReset: return "reset";
+    case FailureKind::kProtocol: return "protocol_error";
+    case FailureKind::kNone: break;
+  }
+  return "none";
+}
+
+std::string describe(const Failure& f) {
+  std::string what;
+  switch (f.kind) {
+    case FailureKind::kConnect: what = "connection failed"; break;
+    case FailureKind::kTls: what = "TLS handshake failed"; break;
+    case FailureKind::kConnectTimeout: what = "connect timeout"; break;
+    case FailureKind::kFirstByteTimeout: what = "first byte timeout"; break;
+    case FailureKind::kIdleTimeout: what = "idle timeout between chunks"; break;
+    case FailureKind::kTotalTimeout: what = "total request timeout"; break;
+    case FailureKind::kReset: what = "connection closed by upstream"; break;
+    case FailureKind::kProtocol: what = "invalid HTTP response"; break;
+    case FailureKind::kNone: return "no failure";
+  }
+  if (!f.detail.empty()) what += " (" + f.detail + ")";
+  return what;
+}
+
+struct ClientPool::Impl {
+  std::vector<UpstreamSpec> upstreams;
+  std::vector<std::shared_ptr<asio::ssl::context>> tls;
+  std::vector<std::vector<std::unique_ptr<Connection>>> idle;
+  Options options;
+  PoolStats stats;
+
+  std::unique_ptr<Connection> takeIdle(std::size_t index) {
+    auto& list = idle[index];
+    auto now = Clock::now();
+    while (!list.empty()) {
+      std::unique_ptr<Connection> c = std::move(list.back());
+      list.pop_back();
+      if (now - c->idleSince < options.maxIdleTime && !c->looksDead()) return c;
+    }
+    return nullptr;
+  }
+
+  void giveBack(std::unique_ptr<Connection> c) {
+    auto& list = idle[c->upstream];
+    if (list.size() >= options.maxIdlePerUpstream) return;
+    c->idleSince = Clock::now();
+    list.push_back(std::move(c));
+  }
+
+  Task<std::unique_ptr<Connection>> connect(std::size_t index, const Deadlines& d,
+                                            Failure& failure);
+};
+
+namespace {
+
+class ResponseStreamImpl final : public ResponseStream {
+ public:
+  ResponseStreamImpl(std::shared_ptr<ClientPool::Impl> pool, std::unique_ptr<Connection> conn,
+                     const Deadlines& deadlines, const asio::any_io_executor& executor)
+      : pool_(std::move(pool)), conn_(std::move(conn)), deadlines_(deadlines), watchdog_(executor) {
+    watchdog_.watch(&conn_->socket());
+    parser_.header_limit(64 * 1024);
+    parser_.body_limit(boost::none);  // SSE streams have no end we could cap
+  }
+
+  // Writes the request and reads the response head.
+  Task<bool> exchangeHead(const OutgoingRequest& req, const Target& target) {
+    watchdog_.set(earliest(Clock::now() + deadlines_.firstByte, deadlines_.total),
+                  Clock::now() + deadlines_.firstByte < deadlines_.total
+                      ? FailureKind::kFirstByteTimeout
+                      : FailureKind::kTotalTimeout);
+    std::string head = serializeRequest(req, target);
+    std::array<asio::const_buffer, 2> bufs{asio::buffer(head), asio::buffer(req.body)};
+    auto [wec, wn] = co_await conn_->visit(
+        [&](auto& s) { return asio::async_write(s, bufs, kTuple); });
+    if (wec) co_return fail(FailureKind::kReset, wec.message());
+    auto [ec, n] = co_await conn_->visit(
+        [&](auto& s) { return http::async_read_header(s, conn_->buffer, parser_, kTuple); });
+    if (ec) {
+      if (ec == http::error::end_of_stream || ec == asio::error::eof ||
+          ec == asio::error::connection_reset || ec == asio::error::operation_aborted ||
+          ec == asio::error::bad_descriptor)
+        co_return fail(FailureKind::kReset, ec.message());
+      co_return fail(FailureKind::kProtocol, ec.message());
+    }
+    auto& msg = parser_.get();
+    status_ = static_cast<int>(msg.result_int());
+    for (const auto& f : msg) headers_.add(f.name_string(), f.value());
+    co_return true;
+  }
+
+  bool sawResponseBytes() const { return parser_.got_some(); }
+
+  int status() const override { return status_; }
+  const Headers& headers() const override { return headers_; }
+  const Failure& failure() const override { return failure_; }
+
+  Task<bool> read(std::string& out) override {
+    while (!done_) {
+      if (parser_.is_done()) {
+        finishBody();
+        break;
+      }
+      auto now = Clock::now();
+      bool idleFirst = now + deadlines_.idle < deadlines_.total;
+      watchdog_.set(earliest(now + deadlines_.idle, deadlines_.total),
+                    idleFirst ? FailureKind::kIdleTimeout : FailureKind::kTotalTimeout);
+      std::size_t old = out.size();
+      out.resize(old + kReadPiece);
+      parser_.get().body().data = out.data() + old;
+      parser_.get().body().size = kReadPiece;
+      auto [ec, n] = co_await conn_->visit(
+          [&](auto& s) { return http::async_read_some(s, conn_->buffer, parser_, kTuple); });
+      std::size_t got = kReadPiece - parser_.get().body().size;
+      out.resize(old + got);
+      if (ec == http::error::need_buffer) ec = {};
+      if (ec) {
+        fail(FailureKind::kReset, ec.message());
+        co_return false;
+      }
+      if (got > 0) co_return true;
+    }
+    co_return false;
+  }
+
+  Task<bool> readAll(std::string& out) override {
+    if (auto len = parser_.content_length()) out.reserve(out.size() + *len);
+    while (co_await read(out)) {
+    }
+    co_return !failure_;
+  }
+
+ private:
+  bool fail(FailureKind kind, std::string detail) {
+    done_ = true;
+    FailureKind fired = watchdog_.fired();
+    failure_.kind = fired != FailureKind::kNone ? fired : kind;
+    failure_.detail = fired != FailureKind::kNone ? std::string() : std::move(detail);
+    watchdog_.disarm();
+    conn_.reset();  // never reuse a connection in an unknown state
+    return false;
+  }
+
+  void finishBody() {
+    done_ = true;
+    watchdog_.disarm();
+    if (parser_.keep_alive() && conn_) pool_->giveBack(std::move(conn_));
+  }
+
+  std::shared_ptr<ClientPool::Impl> pool_;
+  std::unique_ptr<Connection> conn_;
+  Deadlines deadlines_;
+  Watchdog watchdog_;
+  http::response_parser<http::buffer_body> parser_;
+  Headers headers_;
+  int status_ = 0;
+  Failure failure_;
+  bool done_ = false;
+};
+
+}  // namespace
+
+Task<std::unique_ptr<Connection>> ClientPool::Impl::connect(std::size_t index, const Deadlines& d,
+                                                            Failure& failure) {
+  auto executor = co_await asio::this_coro::executor;
+  const UpstreamSpec& spec = upstreams[index];
+  auto conn = std::make_unique<Connection>();
+  conn->upstream = index;
+  conn->plain.emplace(executor);
+  Watchdog watchdog(executor);
+  watchdog.watch(&*conn->plain);
+  auto connectBy = earliest(Clock::now() + d.connect, d.total);
+  watchdog.set(connectBy, FailureKind::kConnectTimeout);
+
+  boost::system::error_code ec;
+  if (isIpLiteral(spec.target.host)) {
+    tcp::endpoint ep(asio::ip::make_address(spec.target.host), spec.target.port);
+    std::tie(ec) = co_await conn->plain->async_connect(ep, kTuple);
+  } else {
+    tcp::resolver resolver(executor);
+    auto [rec, results] = co_await resolver.async_resolve(
+        spec.target.host, std::to_string(spec.target.port), kTuple);
+    if (rec) {
+      failure = {FailureKind::kConnect, "cannot resolve " + spec.target.host + ": " + rec.message()};
+      co_return nullptr;
+    }
+    tcp::endpoint ep;
+    std::tie(ec, ep) = co_await asio::async_connect(*conn->plain, results, kTuple);
+  }
+  if (ec) {
+    FailureKind fired = watchdog.fired();
+    failure = {fired != FailureKind::kNone ? fired : FailureKind::kConnect,
+               fired != FailureKind::kNone ? "" : ec.message()};
+    co_return nullptr;
+  }
+  conn->plain->set_option(tcp::no_delay(true), ec);
+  stats.connectionsOpened++;
+  if (!spec.target.tls) co_return conn;
+
+  if (!tls[index]) tls[index] = makeClientTlsContext(spec.caFile);
+  conn->tls.emplace(std::move(*conn->plain), *tls[index]);
+  conn->plain.reset();
+  watchdog.watch(&conn->tls->next_layer());
+  SSL* ssl = conn->tls->native_handle();
+  if (isIpLiteral(spec.target.host)) {
+    X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), spec.target.host.c_str());
+  } else {
+    SSL_set_tlsext_host_name(ssl, spec.target.host.c_str());  // SNI
+    SSL_set1_host(ssl, spec.target.host.c_str());              // certificate name check
+  }
+  auto [hec] = co_await conn->tls->async_handshake(asio::ssl::stream_base::client, kTuple);
+  if (hec) {
+    FailureKind fired = watchdog.fired();
+    failure = {fired != FailureKind::kNone ? fired : FailureKind::kTls,
+               fired != FailureKind::kNone ? "" : hec.message()};
+    co_return nullptr;
+  }
+  co_return conn;
+}
+
+ClientPool::ClientPool(std::vector<UpstreamSpec> upstreams, Options options)
+    : impl_(std::make_shared<Impl>()) {
+  impl_->tls.resize(upstreams.size());
+  impl_->idle.resize(upstreams.size());
+  impl_->upstreams = std::move(upstreams);
+  impl_->options = options;
+}
+
+ClientPool::~ClientPool() = default;
+
+const PoolStats& ClientPool::stats() const { return impl_->stats; }
+
+Task<std::unique_ptr<ResponseStream>> ClientPool::send(std::size_t index,
+                                                       const OutgoingRequest& request,
+                                                       const Deadlines& deadlines,
+                                                       Failure& failure) {
+  auto executor = co_await asio::this_coro::executor;
+  const Target& target = impl_->upstreams.at(index).target;
+  // A pooled connection may have been closed by the upstream an instant ago;
+  // if it fails before any response byte, try once more on a fresh one.
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    std::unique_ptr<Connection> conn = impl_->takeIdle(index);
+    bool reused = conn != nullptr;
+    if (reused) {
+      impl_->stats.connectionsReused++;
+    } else {
+      conn = co_await impl_->connect(index, deadlines, failure);
+      if (!conn) co_return nullptr;
+    }
+    auto stream = std::make_unique<ResponseStreamImpl>(impl_, std::move(conn), deadlines, executor);
+    if (co_await stream->exchangeHead(request, target)) co_return stream;
+    failure = stream->failure();
+    if (!(reused && failure.kind == FailureKind::kReset && !stream->sawResponseBytes())) break;
+  }
+  co_return nullptr;
+}
+
+}  // namespace relay::upstream
