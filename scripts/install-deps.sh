@@ -28,6 +28,8 @@ if ((${#missing[@]})); then
   apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 
-if [[ ${1:-} != --build ]] && [[ -f tests/e2e/package.json ]]; then
-  (cd tests/e2e && { [[ -d node_modules ]] || npm ci --no-audit --no-fund --loglevel=error; })
+# The Node packages the integration and end-to-end tests drive the gateway with
+# (the official openai SDK, MCP SDK and server), pinned by tests/package-lock.json.
+if [[ ${1:-} != --build ]] && [[ -f tests/package.json ]]; then
+  (cd tests && npm ci --no-audit --no-fund --loglevel=error)
 fi

@@ -174,7 +174,9 @@ class H1Session final : public ResponseSink,
     // The client is gone (or we closed). A running handler learns it now.
     gone_ = true;
     if (handlerRunning_) {
-      cancel_->emit(asio::cancellation_type::terminal);
+      // Cancel only an unfinished response: a handler still settling after its
+      // last byte went out has nothing to abandon.
+      if (!finished_) cancel_->emit(asio::cancellation_type::terminal);
       co_await waitHandlerDone();
     }
     closeNow();

@@ -152,7 +152,7 @@ config::Endpoint Runtime::listen(const ListenerOptions& options,
   config->tls = options.tls.has_value();
 
   std::shared_ptr<asio::ssl::context> tls;
-  if (options.tls) tls = makeServerTlsContext(options.tls->certFile, options.tls->keyFile, false);
+  if (options.tls) tls = makeServerTlsContext(options.tls->certFile, options.tls->keyFile, true);
 
   tcp::endpoint endpoint = resolveEndpoint(options.address);
   config::Endpoint bound = options.address;

@@ -1,0 +1,183 @@
+#include "h2_stream.hpp"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <cstring>
+#include <vector>
+
+#include "relay/common/json_write.hpp"
+#include "session_common.hpp"
+
+namespace relay::net {
+namespace {
+
+// Above this many unsent response bytes a write() waits for the client to
+// take some; with the upstream paused meanwhile, memory per stream is bounded.
+constexpr std::size_t kHighWater = 64 * 1024;
+
+nghttp2_nv makeNv(std::string_view name, std::string_view value) {
+  return {reinterpret_cast<std::uint8_t*>(const_cast<char*>(name.data())),
+          reinterpret_cast<std::uint8_t*>(const_cast<char*>(value.data())), name.size(),
+          value.size(), NGHTTP2_NV_FLAG_NONE};
+}
+
+bool hasBody(int status, std::string_view method) {
+  return method != "HEAD" && status >= 200 && status != 204 && status != 304;
+}
+
+}  // namespace
+
+H2Stream::H2Stream(H2Connection& connection, std::int32_t streamId)
+    : id(streamId), connection_(connection), drained_(connection.executor()) {}
+
+bool H2Stream::submit(const ResponseHead& head, bool withBody, std::size_t contentLength) {
+  std::string status = std::to_string(head.status);
+  std::string length = std::to_string(contentLength);
+  std::vector<nghttp2_nv> nva;
+  nva.reserve(head.headers.size() + 2);
+  nva.push_back(makeNv(":status", status));
+  for (const HeaderField& f : head.headers) {
+    // Connection-specific fields are forbidden in HTTP/2 (RFC 9113 §8.2.2).
+    if (isHopByHopHeader(f.name) || f.name == "content-length" || f.name == "host") continue;
+    nva.push_back(makeNv(f.name, f.value));
+  }
+  if (contentLength != std::string::npos) nva.push_back(makeNv("content-length", length));
+  nghttp2_data_provider provider{};
+  provider.source.ptr = this;
+  provider.read_callback = &H2Stream::readBody;
+  int rv = nghttp2_submit_response(connection_.session(), id, nva.data(), nva.size(),
+                                   withBody ? &provider : nullptr);  // nva is copied
+  connection_.wakeWriter();
+  return rv == 0;
+}
+
+Task<bool> H2Stream::respond(ResponseHead head, std::string body) {
+  if (closed || started_) co_return false;
+  started_ = true;
+  bodyDone_ = true;
+  bool withBody = hasBody(head.status, exchange.head.method) && !body.empty();
+  std::size_t length = body.size();
+  if (withBody) pending_ = std::move(body);
+  co_return submit(head, withBody, length);
+}
+
+Task<bool> H2Stream::start(ResponseHead head) {
+  if (closed || started_) co_return false;
+  started_ = true;
+  bool withBody = hasBody(head.status, exchange.head.method);
+  if (!withBody) bodyDone_ = true;
+  co_return submit(head, withBody, std::string::npos);
+}
+
+Task<bool> H2Stream::write(std::string_view bytes) {
+  if (closed || !started_ || bodyDone_) co_return false;
+  if (pendingOffset_ > kHighWater && pendingOffset_ * 2 > pending_.size()) {
+    pending_.erase(0, pendingOffset_);
+    pendingOffset_ = 0;
+  }
+  pending_.append(bytes);
+  resume();
+  while (!closed && pending_.size() - pendingOffset_ > kHighWater) {
+    drained_.expires_after(connection_.flushTimeout());
+    waiting_ = true;
+    auto [ec] = co_await drained_.async_wait(boost::asio::as_tuple(boost::asio::use_awaitable));
+    waiting_ = false;
+    if (!ec) {  // the client kept its window shut for the whole flush timeout
+      abort();
+      co_return false;
+    }
+  }
+  co_return !closed;
+}
+
+Task<bool> H2Stream::finish() {
+  if (closed || !started_ || bodyDone_) co_return false;
+  bodyDone_ = true;
+  resume();
+  co_return true;
+}
+
+void H2Stream::abort() {
+  if (closed) return;
+  bodyDone_ = true;
+  nghttp2_submit_rst_stream(connection_.session(), NGHTTP2_FLAG_NONE, id, NGHTTP2_INTERNAL_ERROR);
+  connection_.wakeWriter();
+}
+
+void H2Stream::resume() {
+  if (deferred_) {
+    deferred_ = false;
+    nghttp2_session_resume_data(connection_.session(), id);
+  }
+  connection_.wakeWriter();
+}
+
+ssize_t H2Stream::readBody(nghttp2_session*, std::int32_t, std::uint8_t* buf, std::size_t length,
+                           std::uint32_t* flags, nghttp2_data_source* source, void*) {
+  auto& st = *static_cast<H2Stream*>(source->ptr);
+  std::size_t avail = st.pending_.size() - st.pendingOffset_;
+  if (avail == 0) {
+    if (st.bodyDone_) {
+      *flags |= NGHTTP2_DATA_FLAG_EOF;
+      return 0;
+    }
+    st.deferred_ = true;  // resumed by the next write() or finish()
+    return NGHTTP2_ERR_DEFERRED;
+  }
+  std::size_t n = std::min(avail, length);
+  std::memcpy(buf, st.pending_.data() + st.pendingOffset_, n);
+  st.pendingOffset_ += n;
+  if (st.pendingOffset_ == st.pending_.size()) {
+    st.pending_.clear();
+    st.pendingOffset_ = 0;
+    if (st.bodyDone_) *flags |= NGHTTP2_DATA_FLAG_EOF;
+  }
+  // Waking the writer's timer posts a completion; it does not call nghttp2.
+  if (st.waiting_ && st.pending_.size() - st.pendingOffset_ <= kHighWater) st.drained_.cancel();
+  return static_cast<ssize_t>(n);
+}
+
+void H2Stream::peerClosed(std::uint32_t errorCode) {
+  if (closed) return;
+  closed = true;
+  if (waiting_) drained_.cancel();
+  // A stream closed after our whole response went out is simply done; only an
+  // unfinished one means the client gave up (RST_STREAM, connection lost).
+  if (handlerRunning && (errorCode != NGHTTP2_NO_ERROR || !bodyDone_ ||
+                         pending_.size() != pendingOffset_))
+    cancel.emit(boost::asio::cancellation_type::terminal);
+}
+
+void H2Stream::completeAfterHandler() {
+  if (closed) return;
+  if (!started_) {
+    ResponseHead head;
+    head.status = 500;
+    head.headers.add("content-type", "application/json");
+    std::string body = openAiErrorJson("the gateway failed to produce a response", "server_error",
+                                       "internal_error");
+    started_ = true;
+    bodyDone_ = true;
+    std::size_t length = body.size();
+    pending_ = std::move(body);
+    submit(head, true, length);
+  } else if (!bodyDone_) {
+    abort();
+  }
+}
+
+void H2Stream::rejectTooLarge(std::uint64_t limit) {
+  ResponseHead head;
+  head.status = 413;
+  head.headers.add("content-type", "application/json");
+  std::string body = openAiErrorJson("request body exceeds the limit of " + std::to_string(limit) +
+                                         " bytes (server.max_request_bytes)",
+                                     "invalid_request_error", "request_too_large");
+  started_ = true;
+  bodyDone_ = true;
+  std::size_t length = body.size();
+  pending_ = std::move(body);
+  submit(head, true, length);
+}
+
+}  // namespace relay::net
