@@ -1,0 +1,70 @@
+// Token usage in chat completion responses, read with json_scan (no DOM).
+//
+// Where it sits: OpenAI streams put it in a final chunk with `"choices": []`
+// and a top-level `usage` object (only with stream_options.include_usage, every
+// other chunk then says `"usage": null`); Moonshot streams put it in
+// `choices[0].usage` of the last chunk; a non-streamed chat.completion has it
+// at the top level. Cached prompt tokens are `prompt_tokens_details.
+// cached_tokens`, or Moonshot's `usage.cached_tokens`.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace relay::sse {
+
+struct Usage {
+  std::int64_t promptTokens = 0;  // includes the cached ones
+  std::int64_t completionTokens = 0;
+  std::int64_t totalTokens = 0;  // prompt + completion when the upstream omits it
+  std::int64_t cachedTokens = 0;
+  std::int64_t reasoningTokens = 0;  // completion_tokens_details.reasoning_tokens
+  friend bool operator==(const Usage&, const Usage&) = default;
+};
+
+enum class UsagePlace : std::uint8_t { kTopLevel, kFirstChoice };
+
+struct FoundUsage {
+  Usage usage;
+  UsagePlace place = UsagePlace::kTopLevel;
+  bool usageOnlyChunk = false;  // top-level usage and `"choices": []` (OpenAI's extra chunk)
+};
+
+// False when `payload` certainly holds no usage object: no `"usage"` key is
+// followed by '{'. Ordinary chunks (`"usage": null` or no usage at all) are
+// rejected by a substring search without parsing.
+bool mayContainUsage(std::string_view payload);
+
+// Usage of a chat.completion.chunk payload or a chat.completion body: the
+// top-level `usage` object, else `choices[0].usage`. nullopt when there is
+// none, or when the payload is not a valid JSON object.
+std::optional<FoundUsage> extractUsage(std::string_view payload);
+
+// What every chunk of one stream shares; read from its first chunk.
+struct ChunkIdentity {
+  std::string id;
+  std::int64_t created = 0;
+  std::string model;
+};
+
+// Reads `id`, `created` and `model` from a chunk; false when any is missing
+// or mistyped.
+bool readChunkIdentity(std::string_view payload, ChunkIdentity& out);
+
+// Appends `{"prompt_tokens":…,"completion_tokens":…,"total_tokens":…,
+// "prompt_tokens_details":{"cached_tokens":…},
+// "completion_tokens_details":{"reasoning_tokens":…}}`.
+void appendUsageJson(std::string& out, const Usage& usage);
+
+// Appends the OpenAI-style usage-only chunk (JSON, not SSE-framed):
+// `{"id":…,"object":"chat.completion.chunk","created":…,"model":…,"choices":[],"usage":{…}}`.
+void appendUsageChunk(std::string& out, const ChunkIdentity& identity, const Usage& usage);
+
+// Appends `payload` without the `usage` member of `choices[0]` (Moonshot's
+// place for it), for a caller who did not ask for usage. Every other byte is
+// kept. Returns false, appending nothing, when there is no such member.
+bool removeChoiceUsage(std::string_view payload, std::string& out);
+
+}  // namespace relay::sse

@@ -1,0 +1,181 @@
+#include "relay/common/chat_request.hpp"
+
+#include <algorithm>
+#include <vector>
+
+#include "relay/common/json_splice.hpp"
+#include "relay/common/json_write.hpp"
+
+namespace relay {
+
+namespace {
+
+ChatRequestError invalidType(std::string_view param, std::string_view expected,
+                             const JsonMember& member) {
+  return {"Invalid type for '" + std::string(param) + "': expected " + std::string(expected) +
+              ", but got " + std::string(jsonTypeName(member.value.type)) + " instead.",
+          std::string(param)};
+}
+
+// Looks up `key`, refusing duplicates. Sets `found` to nullptr when absent or
+// null, since OpenAI treats an explicit null as "not given".
+std::optional<ChatRequestError> lookUp(const std::vector<JsonMember>& members, std::string_view key,
+                                       const JsonMember*& found) {
+  found = nullptr;
+  for (const JsonMember& member : members) {
+    if (!keyEquals(member, key)) continue;
+    if (found != nullptr) {
+      return ChatRequestError{"Duplicate key '" + std::string(key) + "' in the request body.",
+                              std::string(key)};
+    }
+    found = &member;
+  }
+  if (found != nullptr && found->value.type == JsonType::kNull) found = nullptr;
+  return std::nullopt;
+}
+
+std::optional<ChatRequestError> readTokenLimit(std::string_view body,
+                                               const std::vector<JsonMember>& members,
+                                               std::string_view key,
+                                               std::optional<std::int64_t>& out) {
+  const JsonMember* member = nullptr;
+  if (auto error = lookUp(members, key, member)) return error;
+  if (member == nullptr) return std::nullopt;
+  out = member->value.type == JsonType::kNumber ? parseInt(member->value.span.in(body))
+                                                : std::nullopt;
+  if (!out) return invalidType(key, "an integer", *member);
+  if (*out < 0) {
+    return ChatRequestError{"Invalid '" + std::string(key) + "': expected a value >= 0.",
+                            std::string(key)};
+  }
+  return std::nullopt;
+}
+
+std::optional<ChatRequestError> readStreamOptions(std::string_view body, const JsonMember& member,
+                                                  ChatRequestFields& out) {
+  if (member.value.type != JsonType::kObject)
+    return invalidType("stream_options", "an object", member);
+  out.streamOptionsType = JsonType::kObject;
+  out.streamOptions = member.value.span;
+  thread_local std::vector<JsonMember> members;
+  // Already validated as part of the body; this scan only lists the members.
+  if (auto error = scanObject(body, member.value.span, members)) {
+    return ChatRequestError{"Invalid 'stream_options': " + error->describe(), "stream_options"};
+  }
+  if (!members.empty()) out.streamOptionsLastMemberEnd = members.back().value.span.end();
+  const JsonMember* includeUsage = nullptr;
+  if (auto error = lookUp(members, "include_usage", includeUsage)) {
+    error->param = "stream_options.include_usage";
+    return error;
+  }
+  if (includeUsage == nullptr) {
+    // Absent or null: remember a null's span so the rewrite can overwrite it.
+    if (const JsonMember* m = findMember(members, "include_usage")) {
+      out.includeUsageValue = m->value.span;
+    }
+    return std::nullopt;
+  }
+  out.includeUsageValue = includeUsage->value.span;
+  out.includeUsage = parseBool(includeUsage->value.span.in(body));
+  if (!out.includeUsage) {
+    return invalidType("stream_options.include_usage", "a boolean", *includeUsage);
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<ChatRequestError> readChatRequest(std::string_view body, ChatRequestFields& out) {
+  out = ChatRequestFields{};
+  thread_local std::vector<JsonMember> members;
+  if (auto error = scanObject(body, members)) {
+    return ChatRequestError{
+        "We could not parse the JSON body of your request: " + error->describe(), ""};
+  }
+  const std::size_t open = body.find('{');  // validation put the object there
+  out.body = {open, body.find_last_of('}') + 1 - open};
+  if (!members.empty()) out.lastMemberEnd = members.back().value.span.end();
+
+  const JsonMember* model = nullptr;
+  if (auto error = lookUp(members, "model", model)) return error;
+  if (model == nullptr) return ChatRequestError{"you must provide a model parameter", "model"};
+  if (model->value.type != JsonType::kString) return invalidType("model", "a string", *model);
+  unescapeString(model->value.span.in(body), out.model);
+  if (out.model.empty()) return ChatRequestError{"'model' must not be empty.", "model"};
+  out.modelValue = model->value.span;
+
+  const JsonMember* messages = nullptr;
+  if (auto error = lookUp(members, "messages", messages)) return error;
+  if (messages == nullptr) {
+    return ChatRequestError{"Missing required parameter: 'messages'.", "messages"};
+  }
+  if (messages->value.type != JsonType::kArray) {
+    return invalidType("messages", "an array", *messages);
+  }
+  const std::string_view array = messages->value.span.in(body);
+  if (array.find_first_not_of(" \t\r\n", 1) == array.size() - 1) {
+    return ChatRequestError{
+        "Invalid 'messages': empty array. Expected an array with minimum "
+        "length 1, but got an empty array instead.",
+        "messages"};
+  }
+  out.messages = messages->value.span;
+  out.messageTextBytes = messages->value.stringBytes;
+
+  const JsonMember* stream = nullptr;
+  if (auto error = lookUp(members, "stream", stream)) return error;
+  if (stream != nullptr) {
+    const auto value = parseBool(stream->value.span.in(body));
+    if (!value) return invalidType("stream", "a boolean", *stream);
+    out.stream = *value;
+  }
+
+  const JsonMember* streamOptions = nullptr;
+  if (auto error = lookUp(members, "stream_options", streamOptions)) return error;
+  if (streamOptions != nullptr) {
+    if (auto error = readStreamOptions(body, *streamOptions, out)) return error;
+  } else if (const JsonMember* null = findMember(members, "stream_options")) {
+    out.streamOptions = null->value.span;  // an explicit null, overwritten by the rewrite
+  }
+
+  if (auto error = readTokenLimit(body, members, "max_tokens", out.maxTokens)) return error;
+  return readTokenLimit(body, members, "max_completion_tokens", out.maxCompletionTokens);
+}
+
+void rewriteChatRequest(std::string_view body, const ChatRequestFields& fields,
+                        const ChatRewrite& rewrite, std::string& out) {
+  // Every edit below targets a distinct range found by readChatRequest, so
+  // none can overlap and the edit list cannot fill: the results are ignored.
+  JsonSplice splice(body);
+  std::string quotedModel;  // outlives the splice's view of it
+  if (!rewrite.model.empty()) {
+    const bool plain = rewrite.model.find_first_of("\"\\") == std::string_view::npos &&
+                       std::none_of(rewrite.model.begin(), rewrite.model.end(),
+                                    [](char c) { return static_cast<unsigned char>(c) < 0x20; });
+    if (plain) {  // the common case: swap the bytes between the quotes
+      (void)splice.replace({fields.modelValue.offset + 1, fields.modelValue.length - 2},
+                           rewrite.model);
+    } else {
+      appendJsonString(quotedModel, rewrite.model);
+      (void)splice.replace(fields.modelValue, quotedModel);
+    }
+  }
+  if (rewrite.forceIncludeUsage && fields.stream && fields.includeUsage != true) {
+    if (fields.streamOptionsType != JsonType::kObject) {
+      if (fields.streamOptions.length != 0) {  // "stream_options": null
+        (void)splice.replace(fields.streamOptions, R"({"include_usage":true})");
+      } else {
+        (void)splice.insert(fields.lastMemberEnd, R"(,"stream_options":{"include_usage":true})");
+      }
+    } else if (fields.includeUsageValue.length != 0) {  // false or null
+      (void)splice.replace(fields.includeUsageValue, "true");
+    } else if (fields.streamOptionsLastMemberEnd != 0) {
+      (void)splice.insert(fields.streamOptionsLastMemberEnd, R"(,"include_usage":true)");
+    } else {
+      (void)splice.insert(fields.streamOptions.offset + 1, R"("include_usage":true)");
+    }
+  }
+  splice.appendTo(out);
+}
+
+}  // namespace relay

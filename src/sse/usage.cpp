@@ -1,0 +1,169 @@
+#include "relay/sse/usage.hpp"
+
+#include <charconv>
+#include <cstring>
+#include <vector>
+
+#include "relay/common/json_scan.hpp"
+#include "relay/common/json_splice.hpp"
+#include "relay/common/json_write.hpp"
+
+namespace relay::sse {
+
+namespace {
+
+// Scratch vectors reused per thread: usage is read once per stream, but a
+// worker reads many streams. Each function below uses its own vectors, so a
+// caller's vector is never cleared underneath it.
+thread_local std::vector<JsonMember> topMembers;
+thread_local std::vector<JsonMember> choiceMembers;
+thread_local std::vector<JsonMember> usageMembers;
+thread_local std::vector<JsonMember> detailMembers;
+thread_local std::vector<JsonValue> choiceElements;
+
+std::optional<std::int64_t> intMember(std::string_view text, const std::vector<JsonMember>& members,
+                                      std::string_view key) {
+  const JsonMember* member = findMember(members, key);
+  if (member == nullptr || member->value.type != JsonType::kNumber) return std::nullopt;
+  return parseInt(member->value.span.in(text));
+}
+
+// The members of the object-valued member `key` of `members`, into `out`.
+bool nestedObject(std::string_view text, const std::vector<JsonMember>& members,
+                  std::string_view key, std::vector<JsonMember>& out) {
+  const JsonMember* member = findMember(members, key);
+  return member != nullptr && member->value.type == JsonType::kObject &&
+         !scanObject(text, member->value.span, out);
+}
+
+bool readUsage(std::string_view text, JsonSpan object, Usage& usage) {
+  if (scanObject(text, object, usageMembers)) return false;
+  const auto& m = usageMembers;
+  usage.promptTokens = intMember(text, m, "prompt_tokens").value_or(0);
+  usage.completionTokens = intMember(text, m, "completion_tokens").value_or(0);
+  usage.totalTokens =
+      intMember(text, m, "total_tokens").value_or(usage.promptTokens + usage.completionTokens);
+  std::optional<std::int64_t> cached;
+  if (nestedObject(text, m, "prompt_tokens_details", detailMembers)) {
+    cached = intMember(text, detailMembers, "cached_tokens");
+  }
+  usage.cachedTokens = cached ? *cached : intMember(text, m, "cached_tokens").value_or(0);
+  if (nestedObject(text, m, "completion_tokens_details", detailMembers)) {
+    usage.reasoningTokens = intMember(text, detailMembers, "reasoning_tokens").value_or(0);
+  }
+  return true;
+}
+
+// Members of choices[0] into choiceMembers; false when there is no such object.
+bool scanFirstChoice(std::string_view text, const std::vector<JsonMember>& top) {
+  const JsonMember* choices = findMember(top, "choices");
+  if (choices == nullptr || choices->value.type != JsonType::kArray) return false;
+  if (scanArray(text, choices->value.span, choiceElements)) return false;
+  if (choiceElements.empty() || choiceElements[0].type != JsonType::kObject) return false;
+  return !scanObject(text, choiceElements[0].span, choiceMembers);
+}
+
+void appendInt(std::string& out, std::int64_t value) {
+  char digits[24];
+  const auto result = std::to_chars(digits, digits + sizeof digits, value);
+  out.append(digits, result.ptr);
+}
+
+}  // namespace
+
+bool mayContainUsage(std::string_view payload) {
+  constexpr std::string_view kKey = "\"usage\"";
+  constexpr std::string_view kSpace = " \t\r\n";
+  // memmem, not string_view::find: the latter stops at every '"' of the JSON,
+  // which made this pre-check cost more than parsing the framing.
+  for (std::size_t at = 0; at < payload.size();) {
+    const void* hit = memmem(payload.data() + at, payload.size() - at, kKey.data(), kKey.size());
+    if (hit == nullptr) return false;
+    at = static_cast<std::size_t>(static_cast<const char*>(hit) - payload.data()) + kKey.size();
+    std::size_t p = payload.find_first_not_of(kSpace, at);
+    if (p == std::string_view::npos || payload[p] != ':') continue;
+    p = payload.find_first_not_of(kSpace, p + 1);
+    if (p != std::string_view::npos && payload[p] == '{') return true;
+  }
+  return false;
+}
+
+std::optional<FoundUsage> extractUsage(std::string_view payload) {
+  if (!mayContainUsage(payload)) return std::nullopt;
+  if (scanObject(payload, topMembers)) return std::nullopt;
+  FoundUsage found;
+  const JsonMember* usage = findMember(topMembers, "usage");
+  if (usage != nullptr && usage->value.type == JsonType::kObject) {
+    if (!readUsage(payload, usage->value.span, found.usage)) return std::nullopt;
+    const JsonMember* choices = findMember(topMembers, "choices");
+    if (choices != nullptr && choices->value.type == JsonType::kArray) {
+      const std::string_view array = choices->value.span.in(payload);
+      found.usageOnlyChunk = array.find_first_not_of(" \t\r\n", 1) == array.size() - 1;
+    }
+    return found;
+  }
+  if (!scanFirstChoice(payload, topMembers)) return std::nullopt;
+  usage = findMember(choiceMembers, "usage");
+  if (usage == nullptr || usage->value.type != JsonType::kObject) return std::nullopt;
+  if (!readUsage(payload, usage->value.span, found.usage)) return std::nullopt;
+  found.place = UsagePlace::kFirstChoice;
+  return found;
+}
+
+bool readChunkIdentity(std::string_view payload, ChunkIdentity& out) {
+  if (scanObject(payload, topMembers)) return false;
+  const JsonMember* id = findMember(topMembers, "id");
+  const JsonMember* model = findMember(topMembers, "model");
+  const std::optional<std::int64_t> created = intMember(payload, topMembers, "created");
+  if (id == nullptr || id->value.type != JsonType::kString || model == nullptr ||
+      model->value.type != JsonType::kString || !created) {
+    return false;
+  }
+  out.id.clear();
+  out.model.clear();
+  unescapeString(id->value.span.in(payload), out.id);
+  unescapeString(model->value.span.in(payload), out.model);
+  out.created = *created;
+  return true;
+}
+
+void appendUsageJson(std::string& out, const Usage& usage) {
+  out.append(R"({"prompt_tokens":)");
+  appendInt(out, usage.promptTokens);
+  out.append(R"(,"completion_tokens":)");
+  appendInt(out, usage.completionTokens);
+  out.append(R"(,"total_tokens":)");
+  appendInt(out, usage.totalTokens);
+  out.append(R"(,"prompt_tokens_details":{"cached_tokens":)");
+  appendInt(out, usage.cachedTokens);
+  out.append(R"(},"completion_tokens_details":{"reasoning_tokens":)");
+  appendInt(out, usage.reasoningTokens);
+  out.append("}}");
+}
+
+void appendUsageChunk(std::string& out, const ChunkIdentity& identity, const Usage& usage) {
+  out.append(R"({"id":)");
+  appendJsonString(out, identity.id);
+  out.append(R"(,"object":"chat.completion.chunk","created":)");
+  appendInt(out, identity.created);
+  out.append(R"(,"model":)");
+  appendJsonString(out, identity.model);
+  out.append(R"(,"choices":[],"usage":)");
+  appendUsageJson(out, usage);
+  out.push_back('}');
+}
+
+bool removeChoiceUsage(std::string_view payload, std::string& out) {
+  if (payload.find("\"usage\"") == std::string_view::npos) return false;  // the common case
+  if (scanObject(payload, topMembers) || !scanFirstChoice(payload, topMembers)) return false;
+  for (std::size_t i = 0; i < choiceMembers.size(); ++i) {
+    if (!keyEquals(choiceMembers[i], "usage")) continue;
+    JsonSplice splice(payload);
+    if (!removeMember(splice, choiceMembers, i)) return false;
+    splice.appendTo(out);
+    return true;
+  }
+  return false;
+}
+
+}  // namespace relay::sse

@@ -1,0 +1,338 @@
+#include "relay/sse/parser.hpp"
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+namespace relay::sse {
+namespace {
+
+// A copy of what the parser reported, taken before consume() invalidates it.
+struct Seen {
+  std::string raw;
+  std::string data;
+  std::size_t dataLines = 0;
+  std::string type;
+  std::string id;
+  bool hasId = false;
+  std::optional<std::uint64_t> retry;
+  bool hasComment = false;
+  bool operator==(const Seen&) const = default;
+};
+
+std::ostream& operator<<(std::ostream& os, const Seen& s) {
+  return os << "{raw=" << testing::PrintToString(s.raw)
+            << " data=" << testing::PrintToString(s.data) << " lines=" << s.dataLines
+            << " type=" << s.type << " id=" << s.id << "}";
+}
+
+// Drives a parser the way a relay does: after each read, every complete event
+// is inspected, completeBytes() is "written", then consumed.
+struct Relay {
+  Parser parser;
+  std::vector<Seen> events;
+  std::string forwarded;
+
+  explicit Relay(ParserLimits limits = {}) : parser(limits) {}
+
+  ParseStatus read(std::string_view chunk) {
+    parser.feed(chunk);
+    const ParseStatus status = parser.parse();
+    std::size_t expectedOffset = 0;
+    for (const Event& e : parser.events()) {
+      // Each event's raw bytes sit inside completeBytes() at its offset.
+      EXPECT_EQ(parser.completeBytes().substr(e.offset, e.raw.size()), e.raw);
+      EXPECT_GE(e.offset, expectedOffset);
+      expectedOffset = e.offset + e.raw.size();
+      events.push_back({std::string(e.raw), std::string(e.data), e.dataLines, std::string(e.type),
+                        std::string(e.id), e.hasId, e.retry, e.hasComment});
+    }
+    forwarded += parser.completeBytes();
+    parser.consume();
+    return status;
+  }
+};
+
+std::vector<Seen> parseWhole(std::string_view stream) {
+  Relay relay;
+  EXPECT_EQ(relay.read(stream), ParseStatus::kOk);
+  return relay.events;
+}
+
+Seen dataEvent(std::string raw, std::string data) {
+  Seen s;
+  s.raw = std::move(raw);
+  s.data = std::move(data);
+  s.dataLines = 1;
+  return s;
+}
+
+constexpr std::string_view kOpenAiStream =
+    "data: {\"id\":\"c1\",\"choices\":[{\"delta\":{\"content\":\"Hi\"}}]}\n\n"
+    ": keep-alive\n\n"
+    "data: {\"id\":\"c1\",\"choices\":[],\"usage\":{\"total_tokens\":3}}\n\n"
+    "data: [DONE]\n\n";
+
+TEST(SseParser, ReportsEachEventWithItsRawBytesAndData) {
+  Relay relay;
+  ASSERT_EQ(relay.read(kOpenAiStream), ParseStatus::kOk);
+  ASSERT_EQ(relay.events.size(), 4U);
+  EXPECT_EQ(relay.events[0],
+            dataEvent("data: {\"id\":\"c1\",\"choices\":[{\"delta\":{\"content\":\"Hi\"}}]}\n\n",
+                      "{\"id\":\"c1\",\"choices\":[{\"delta\":{\"content\":\"Hi\"}}]}"));
+  EXPECT_EQ(relay.events[1].raw, ": keep-alive\n\n");
+  EXPECT_TRUE(relay.events[1].hasComment);
+  EXPECT_EQ(relay.events[1].dataLines, 0U);
+  EXPECT_EQ(relay.events[3], dataEvent("data: [DONE]\n\n", "[DONE]"));
+  EXPECT_EQ(relay.forwarded, kOpenAiStream);
+  EXPECT_EQ(relay.parser.pendingBytes(), 0U);
+}
+
+TEST(SseParser, OneByteAtATimeGivesTheSameEventsAndBytes) {
+  const std::vector<Seen> whole = parseWhole(kOpenAiStream);
+  Relay relay;
+  for (char c : kOpenAiStream)
+    ASSERT_EQ(relay.read(std::string_view(&c, 1)), ParseStatus::kOk);
+  EXPECT_EQ(relay.events, whole);
+  EXPECT_EQ(relay.forwarded, kOpenAiStream);
+}
+
+// A blank line ending in CR is dispatched at once, so when a read ends right
+// after that CR the LF that follows is forwarded as a byte of no event: the
+// event's raw bytes lack it. Everything else must not depend on the split.
+std::vector<Seen> withoutCrlfTail(std::vector<Seen> events) {
+  for (Seen& e : events) {
+    if (e.raw.ends_with("\r\n")) e.raw.pop_back();
+  }
+  return events;
+}
+
+TEST(SseParser, EverySplitPointGivesTheSameEventsAndBytes) {
+  const std::string stream =
+      "\xEF\xBB\xBF"
+      "event: a\r\ndata: 1\r\ndata: 2\r\n\r\n"
+      "id: 7\rdata: x\r\r"
+      ":c\n\n\n"
+      "retry: 30\ndata:y\n\n"
+      "data: z\r\n\r\n";
+  const std::vector<Seen> whole = parseWhole(stream);
+  ASSERT_EQ(whole.size(), 5U);
+  EXPECT_EQ(whole[0].raw, "event: a\r\ndata: 1\r\ndata: 2\r\n\r\n");
+  EXPECT_EQ(whole[0].type, "a");
+  EXPECT_EQ(whole[0].data, "1\n2");
+  EXPECT_EQ(whole[1].raw, "id: 7\rdata: x\r\r");
+  EXPECT_EQ(whole[2].raw, ":c\n\n");
+  EXPECT_EQ(whole[3].retry, 30U);
+  EXPECT_EQ(whole[4].raw, "data: z\r\n\r\n");
+  for (std::size_t i = 0; i <= stream.size(); ++i) {
+    for (std::size_t j = i; j <= stream.size(); ++j) {
+      Relay relay;
+      relay.read(std::string_view(stream).substr(0, i));
+      relay.read(std::string_view(stream).substr(i, j - i));
+      relay.read(std::string_view(stream).substr(j));
+      ASSERT_EQ(withoutCrlfTail(relay.events), withoutCrlfTail(whole))
+          << "splits at " << i << ", " << j;
+      ASSERT_EQ(relay.forwarded, stream) << "splits at " << i << ", " << j;
+    }
+  }
+}
+
+TEST(SseParser, AcceptsLfCrlfAndCrLineEnds) {
+  for (std::string_view eol : {"\n", "\r\n", "\r"}) {
+    const std::string stream = "data: a" + std::string(eol) + "data: b" + std::string(eol) +
+                               std::string(eol) + "data: c" + std::string(eol) + std::string(eol);
+    const std::vector<Seen> events = parseWhole(stream);
+    ASSERT_EQ(events.size(), 2U) << testing::PrintToString(eol);
+    EXPECT_EQ(events[0].data, "a\nb");
+    EXPECT_EQ(events[0].dataLines, 2U);
+    EXPECT_EQ(events[1].data, "c");
+    EXPECT_EQ(events[0].raw + events[1].raw, stream);
+  }
+}
+
+TEST(SseParser, CrAtTheEndOfOneReadAndLfAtTheStartOfTheNextAreOneLineEnd) {
+  Relay relay;
+  relay.read("data: a\r");
+  EXPECT_TRUE(relay.events.empty());
+  relay.read("\ndata: b\r");
+  EXPECT_TRUE(relay.events.empty());  // "a\r\n" then "data: b\r": no blank line yet
+  relay.read("\n\r");
+  ASSERT_EQ(relay.events.size(), 1U);  // the blank line's CR ends the event at once
+  EXPECT_EQ(relay.events[0].data, "a\nb");
+  EXPECT_EQ(relay.events[0].raw, "data: a\r\ndata: b\r\n\r");
+  relay.read("\ndata: c\n\n");  // this LF completes the CRLF: not a second blank line
+  ASSERT_EQ(relay.events.size(), 2U);
+  EXPECT_EQ(relay.events[1].raw, "data: c\n\n");
+  EXPECT_EQ(relay.forwarded, "data: a\r\ndata: b\r\n\r\ndata: c\n\n");
+}
+
+TEST(SseParser, ReadsEventIdAndRetryFields) {
+  const std::vector<Seen> events =
+      parseWhole("event: update\nid: 42\nretry: 1500\ndata: {}\n\nid\ndata\n\n");
+  ASSERT_EQ(events.size(), 2U);
+  EXPECT_EQ(events[0].type, "update");
+  EXPECT_TRUE(events[0].hasId);
+  EXPECT_EQ(events[0].id, "42");
+  EXPECT_EQ(events[0].retry, 1500U);
+  EXPECT_EQ(events[0].data, "{}");
+  // A field name alone has an empty value: an empty id, an empty data line.
+  EXPECT_TRUE(events[1].hasId);
+  EXPECT_EQ(events[1].id, "");
+  EXPECT_EQ(events[1].dataLines, 1U);
+  EXPECT_EQ(events[1].data, "");
+}
+
+TEST(SseParser, FollowsTheValueRules) {
+  const std::vector<Seen> events = parseWhole(
+      "data:x\n\n"               // no space after the colon
+      "data:  two\n\n"           // only one space is removed
+      "data: a:b\n\n"            // later colons belong to the value
+      "retry: 12a\ndata: r\n\n"  // a retry that is not all digits is ignored
+      "foo: bar\ndata: f\n\n"    // unknown fields are ignored
+      "DATA: upper\n\n");        // names are case-sensitive: no data, no dispatch
+  ASSERT_EQ(events.size(), 6U);
+  EXPECT_EQ(events[0].data, "x");
+  EXPECT_EQ(events[1].data, " two");
+  EXPECT_EQ(events[2].data, "a:b");
+  EXPECT_EQ(events[3].retry, std::nullopt);
+  EXPECT_EQ(events[3].data, "r");
+  EXPECT_EQ(events[4].data, "f");
+  EXPECT_EQ(events[5].dataLines, 0U);
+  EXPECT_EQ(events[5].raw, "DATA: upper\n\n");
+}
+
+TEST(SseParser, KeepsTheLastEventIdAcrossEventsAndIgnoresIdsWithNul) {
+  Relay relay;
+  relay.read("id: first\ndata: 1\n\ndata: 2\n\n");
+  EXPECT_EQ(relay.parser.lastEventId(), "first");
+  ASSERT_EQ(relay.events.size(), 2U);
+  EXPECT_FALSE(relay.events[1].hasId);
+  relay.read(std::string_view("id: a\0b\ndata: 3\n\n", 17));
+  EXPECT_EQ(relay.parser.lastEventId(), "first");
+  EXPECT_FALSE(relay.events[2].hasId);
+  relay.read("id\n\n");  // an empty id resets it
+  EXPECT_EQ(relay.parser.lastEventId(), "");
+}
+
+TEST(SseParser, CommentsAndBlankLinesAreForwardedButDispatchNothing) {
+  Relay relay;
+  relay.read("\n\n: ping\n\n\r\n:\ndata: x\n: trailing\n\n");
+  ASSERT_EQ(relay.events.size(), 2U);
+  EXPECT_EQ(relay.events[0].raw, ": ping\n\n");
+  EXPECT_TRUE(relay.events[0].hasComment);
+  EXPECT_EQ(relay.events[1].raw, ":\ndata: x\n: trailing\n\n");
+  EXPECT_EQ(relay.events[1].data, "x");
+  EXPECT_TRUE(relay.events[1].hasComment);
+  EXPECT_EQ(relay.forwarded, "\n\n: ping\n\n\r\n:\ndata: x\n: trailing\n\n");
+}
+
+TEST(SseParser, SkipsALeadingBomEvenWhenSplit) {
+  Relay relay;
+  relay.read("\xEF");
+  relay.read("\xBB");
+  relay.read(
+      "\xBF"
+      "data: x\n\n");
+  ASSERT_EQ(relay.events.size(), 1U);
+  EXPECT_EQ(relay.events[0].raw, "data: x\n\n");
+  EXPECT_EQ(relay.events[0].data, "x");
+  EXPECT_EQ(relay.forwarded,
+            "\xEF\xBB\xBF"
+            "data: x\n\n");
+  // Later, the same bytes are part of a line: here a field name nobody knows.
+  relay.read(
+      "\xEF\xBB\xBF"
+      "data: y\n\n");
+  ASSERT_EQ(relay.events.size(), 2U);
+  EXPECT_EQ(relay.events[1].dataLines, 0U);
+}
+
+TEST(SseParser, RefusesAnEventLargerThanTheCap) {
+  Relay relay(ParserLimits{.maxEventBytes = 16});
+  EXPECT_EQ(relay.read("data: 123456789\n"), ParseStatus::kOk);       // 16 bytes: at the cap
+  EXPECT_EQ(relay.read("\n"), ParseStatus::kEventTooLarge);           // 17 once complete
+  EXPECT_EQ(relay.read("data: x\n\n"), ParseStatus::kEventTooLarge);  // sticky
+  EXPECT_TRUE(relay.events.empty());
+
+  Relay endless(ParserLimits{.maxEventBytes = 64});
+  EXPECT_EQ(endless.read("data: ok\n\n"), ParseStatus::kOk);
+  ParseStatus status = ParseStatus::kOk;
+  std::size_t fed = 0;
+  while (status == ParseStatus::kOk && fed < 1000) {
+    status = endless.read("data: and more\n");
+    fed += 15;
+  }
+  EXPECT_EQ(status, ParseStatus::kEventTooLarge);
+  EXPECT_EQ(fed, 75U);  // refused as soon as the incomplete event passed 64 bytes
+  ASSERT_EQ(endless.events.size(), 1U);
+  EXPECT_EQ(endless.forwarded, "data: ok\n\n");
+  endless.parser.reset();
+  EXPECT_EQ(endless.read("data: again\n\n"), ParseStatus::kOk);
+  EXPECT_EQ(endless.events.size(), 2U);
+}
+
+TEST(SseParser, ReportsEventsCompletedBeforeTheCapWasHit) {
+  Parser parser(ParserLimits{.maxEventBytes = 12});
+  parser.feed("data: a\n\ndata: too long for the cap");
+  EXPECT_EQ(parser.parse(), ParseStatus::kEventTooLarge);
+  ASSERT_EQ(parser.events().size(), 1U);
+  EXPECT_EQ(parser.completeBytes(), "data: a\n\n");
+}
+
+TEST(SseParser, DefaultCapIs16MiB) {
+  EXPECT_EQ(ParserLimits{}.maxEventBytes, 16U << 20);
+}
+
+TEST(SseParser, ReadsStraightIntoItsBufferAndBatchesCompleteEvents) {
+  Parser parser;
+  const std::string_view read1 = "data: 1\n\ndata: 2\n\ndata: 3";
+  std::span<char> space = parser.prepare(4096);
+  ASSERT_GE(space.size(), 4096U);
+  std::memcpy(space.data(), read1.data(), read1.size());
+  parser.commit(read1.size());
+  ASSERT_EQ(parser.parse(), ParseStatus::kOk);
+  // One write forwards both complete events; the partial third stays behind.
+  EXPECT_EQ(parser.completeBytes(), "data: 1\n\ndata: 2\n\n");
+  ASSERT_EQ(parser.events().size(), 2U);
+  EXPECT_EQ(parser.events()[1].offset, 9U);
+  EXPECT_EQ(parser.pendingBytes(), 7U);
+  parser.consume();
+  EXPECT_EQ(parser.completeBytes(), "");
+  EXPECT_TRUE(parser.events().empty());
+  parser.feed("\n\n");
+  ASSERT_EQ(parser.parse(), ParseStatus::kOk);
+  ASSERT_EQ(parser.events().size(), 1U);
+  EXPECT_EQ(parser.events()[0].raw, "data: 3\n\n");
+  EXPECT_EQ(parser.events()[0].data, "3");
+}
+
+TEST(SseParser, ViewsSurviveTheBufferGrowingBeforeConsume) {
+  Parser parser;
+  parser.feed("data: first\ndata: joined\n\n");
+  ASSERT_EQ(parser.parse(), ParseStatus::kOk);
+  // More reads without consume(): the buffer reallocates and joined data grows.
+  parser.feed(std::string(100000, ':') + "\n\ndata: x\ndata: y\n\n");
+  ASSERT_EQ(parser.parse(), ParseStatus::kOk);
+  ASSERT_EQ(parser.events().size(), 3U);
+  EXPECT_EQ(parser.events()[0].raw, "data: first\ndata: joined\n\n");
+  EXPECT_EQ(parser.events()[0].data, "first\njoined");
+  EXPECT_EQ(parser.events()[2].data, "x\ny");
+  EXPECT_EQ(parser.completeBytes().size(),
+            std::string_view("data: first\ndata: joined\n\n").size() + 100002U +
+                std::string_view("data: x\ndata: y\n\n").size());
+}
+
+TEST(SseParser, LeavesAnUnterminatedEventPending) {
+  Relay relay;
+  relay.read("data: 1\n\ndata: cut sh");
+  EXPECT_EQ(relay.events.size(), 1U);
+  EXPECT_EQ(relay.parser.pendingBytes(), 12U);
+  relay.read("ort\n");
+  EXPECT_EQ(relay.events.size(), 1U);
+  EXPECT_EQ(relay.parser.pendingBytes(), 16U);
+}
+
+}  // namespace
+}  // namespace relay::sse

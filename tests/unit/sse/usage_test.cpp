@@ -1,0 +1,139 @@
+#include "relay/sse/usage.hpp"
+
+#include <string>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+namespace relay::sse {
+namespace {
+
+constexpr std::string_view kOrdinaryChunk =
+    R"({"id":"chatcmpl-1","object":"chat.completion.chunk","created":1718000000,"model":"gpt-4o","choices":[{"index":0,"delta":{"content":"Hi"},"logprobs":null,"finish_reason":null}],"usage":null})";
+
+constexpr std::string_view kOpenAiUsageChunk =
+    R"({"id":"chatcmpl-1","object":"chat.completion.chunk","created":1718000000,"model":"gpt-4o","choices":[],"usage":{"prompt_tokens":20,"completion_tokens":12,"total_tokens":32,"prompt_tokens_details":{"cached_tokens":8,"audio_tokens":0},"completion_tokens_details":{"reasoning_tokens":5}}})";
+
+constexpr std::string_view kMoonshotLastChunk =
+    R"({"id":"cmpl-9","object":"chat.completion.chunk","created":1718000001,"model":"kimi-k2-0905-preview","choices":[{"index":0,"delta":{},"finish_reason":"stop","usage":{"prompt_tokens":100,"completion_tokens":30,"total_tokens":130,"cached_tokens":64}}]})";
+
+TEST(Usage, OrdinaryChunksAreSkippedWithoutParsing) {
+  EXPECT_FALSE(mayContainUsage(kOrdinaryChunk));
+  EXPECT_FALSE(mayContainUsage(R"({"usage" : null})"));
+  EXPECT_FALSE(mayContainUsage(R"({"choices":[]})"));
+  // The word inside a string value is escaped, so it never looks like a key.
+  EXPECT_FALSE(mayContainUsage(R"({"content":"\"usage\": {"})"));
+  EXPECT_TRUE(mayContainUsage(R"({"usage" :
+ {}})"));
+  EXPECT_EQ(extractUsage(kOrdinaryChunk), std::nullopt);
+}
+
+TEST(Usage, ReadsOpenAisUsageOnlyChunk) {
+  const auto found = extractUsage(kOpenAiUsageChunk);
+  ASSERT_TRUE(found);
+  EXPECT_EQ(found->place, UsagePlace::kTopLevel);
+  EXPECT_TRUE(found->usageOnlyChunk);
+  EXPECT_EQ(found->usage, (Usage{.promptTokens = 20,
+                                 .completionTokens = 12,
+                                 .totalTokens = 32,
+                                 .cachedTokens = 8,
+                                 .reasoningTokens = 5}));
+}
+
+TEST(Usage, ReadsMoonshotsUsageInTheFirstChoice) {
+  const auto found = extractUsage(kMoonshotLastChunk);
+  ASSERT_TRUE(found);
+  EXPECT_EQ(found->place, UsagePlace::kFirstChoice);
+  EXPECT_FALSE(found->usageOnlyChunk);
+  EXPECT_EQ(found->usage, (Usage{.promptTokens = 100,
+                                 .completionTokens = 30,
+                                 .totalTokens = 130,
+                                 .cachedTokens = 64,
+                                 .reasoningTokens = 0}));
+}
+
+TEST(Usage, PrefersPromptTokensDetailsAndFillsTheTotal) {
+  const auto found = extractUsage(
+      R"({"choices":[{"usage":{"prompt_tokens":10,"completion_tokens":4,"cached_tokens":1,"prompt_tokens_details":{"cached_tokens":3},"completion_tokens_details":null}}]})");
+  ASSERT_TRUE(found);
+  EXPECT_EQ(found->usage.cachedTokens, 3);
+  EXPECT_EQ(found->usage.totalTokens, 14);
+  EXPECT_EQ(found->usage.reasoningTokens, 0);
+}
+
+TEST(Usage, ReadsANonStreamedCompletion) {
+  const auto found = extractUsage(R"({
+    "id": "chatcmpl-2", "object": "chat.completion", "created": 1, "model": "kimi",
+    "choices": [{"index": 0, "message": {"role": "assistant", "content": "usage"},
+                 "finish_reason": "stop"}],
+    "usage": {"prompt_tokens": 9, "completion_tokens": 2, "total_tokens": 11}
+  })");
+  ASSERT_TRUE(found);
+  EXPECT_EQ(found->place, UsagePlace::kTopLevel);
+  EXPECT_FALSE(found->usageOnlyChunk);
+  EXPECT_EQ(found->usage.totalTokens, 11);
+}
+
+TEST(Usage, IgnoresMalformedPayloadsAndMistypedUsage) {
+  EXPECT_EQ(extractUsage(R"({"usage":{"prompt_tokens":1})"), std::nullopt);  // truncated
+  EXPECT_EQ(extractUsage(R"({"usage":{"prompt_tokens":1}} x)"), std::nullopt);
+  EXPECT_EQ(extractUsage(R"([{"usage":{}}])"), std::nullopt);
+  const auto odd = extractUsage(R"({"usage":{"prompt_tokens":"7","completion_tokens":2.5}})");
+  ASSERT_TRUE(odd);
+  EXPECT_EQ(odd->usage.promptTokens, 0);
+  EXPECT_EQ(odd->usage.completionTokens, 0);
+}
+
+TEST(Usage, ReadsTheStreamIdentityAndBuildsAUsageChunk) {
+  ChunkIdentity identity;
+  ASSERT_TRUE(readChunkIdentity(kMoonshotLastChunk, identity));
+  EXPECT_EQ(identity.id, "cmpl-9");
+  EXPECT_EQ(identity.created, 1718000001);
+  EXPECT_EQ(identity.model, "kimi-k2-0905-preview");
+  EXPECT_FALSE(readChunkIdentity(R"({"id":"x","model":"m"})", identity));
+
+  const Usage usage{.promptTokens = 100,
+                    .completionTokens = 30,
+                    .totalTokens = 130,
+                    .cachedTokens = 64,
+                    .reasoningTokens = 7};
+  std::string out;
+  appendUsageChunk(out, identity, usage);
+  EXPECT_EQ(
+      out,
+      R"({"id":"cmpl-9","object":"chat.completion.chunk","created":1718000001,"model":"kimi-k2-0905-preview","choices":[],"usage":{"prompt_tokens":100,"completion_tokens":30,"total_tokens":130,"prompt_tokens_details":{"cached_tokens":64},"completion_tokens_details":{"reasoning_tokens":7}}})");
+  // It reads back as the same usage, in OpenAI's place for it.
+  const auto found = extractUsage(out);
+  ASSERT_TRUE(found);
+  EXPECT_TRUE(found->usageOnlyChunk);
+  EXPECT_EQ(found->usage, usage);
+
+  identity.id = "a\"b";
+  out.clear();
+  appendUsageChunk(out, identity, usage);
+  EXPECT_EQ(nlohmann::json::parse(out)["id"], "a\"b");
+}
+
+TEST(Usage, RemovesUsageFromTheFirstChoiceKeepingEveryOtherByte) {
+  std::string out;
+  ASSERT_TRUE(removeChoiceUsage(kMoonshotLastChunk, out));
+  const std::string_view removed =
+      R"(,"usage":{"prompt_tokens":100,"completion_tokens":30,"total_tokens":130,"cached_tokens":64})";
+  std::string expected(kMoonshotLastChunk);
+  expected.erase(expected.find(removed), removed.size());
+  EXPECT_EQ(out, expected);
+
+  out.clear();
+  ASSERT_TRUE(removeChoiceUsage(
+      R"({"choices":[{"usage":{"total_tokens":1}, "index":0},{"usage":{}}],"usage":null})", out));
+  EXPECT_EQ(out, R"({"choices":[{"index":0},{"usage":{}}],"usage":null})");
+
+  out = "kept";
+  EXPECT_FALSE(removeChoiceUsage(kOpenAiUsageChunk, out));              // no choices[0]
+  EXPECT_FALSE(removeChoiceUsage(kOrdinaryChunk, out));                 // choices[0] has no usage
+  EXPECT_FALSE(removeChoiceUsage(R"({"choices":[{"usage":{}})", out));  // malformed
+  EXPECT_EQ(out, "kept");
+}
+
+}  // namespace
+}  // namespace relay::sse
