@@ -6,7 +6,9 @@
 #include "relay/common/chat_request.hpp"
 #include "relay/common/json_write.hpp"
 #include "relay/pipeline/steps.hpp"
+#include "relay/pipeline/stream_transform.hpp"
 #include "relay/pipeline/upstream_error.hpp"
+#include "relay/sse/writer.hpp"
 
 namespace relay::pipeline {
 namespace {
@@ -93,7 +95,7 @@ net::Task<void> handleChatCompletions(Worker& worker, net::Exchange& ex) {
   const upstream::UpstreamInfo& target = snap.catalog.upstreams()[candidate.upstream];
 
   std::string forwardBody;
-  rewriteChatRequest(ex.body, fields, ChatRewrite{candidate.upstreamModel, false}, forwardBody);
+  rewriteChatRequest(ex.body, fields, ChatRewrite{candidate.upstreamModel, true}, forwardBody);
 
   upstream::OutgoingRequest req;
   req.method = "POST";
@@ -160,20 +162,28 @@ net::Task<void> handleChatCompletions(Worker& worker, net::Exchange& ex) {
   head.headers.add("x-accel-buffering", "no");
   if (!co_await sink.start(std::move(head))) co_return;
 
+  StreamTransform transform(fields.includeUsage.value_or(false));
   std::string chunk;
   chunk.reserve(16 * 1024);
-  for (;;) {
+  bool more = true;
+  while (more) {
     chunk.clear();
-    bool more = co_await resp->read(chunk);
-    if (!chunk.empty() && !co_await sink.write(chunk)) co_return;  // caller gone: drop upstream
-    if (!more) break;
+    more = co_await resp->read(chunk);
+    std::string_view out = transform.push(chunk);
+    if (transform.failed()) break;
+    if (!out.empty() && !co_await sink.write(out)) co_return;  // caller gone: drop upstream
   }
+  std::string why;
   if (resp->failure()) {
-    std::string event = "data: ";
-    event += openAiErrorJson("upstream '" + target.name + "' failed mid-stream: " +
-                                 upstream::describe(resp->failure()),
-                             "server_error", "upstream_stream_interrupted");
-    event += "\n\n";
+    why = "upstream '" + target.name + "' failed mid-stream: " + upstream::describe(resp->failure());
+  } else if (transform.failed()) {
+    why = "upstream '" + target.name + "' sent an event larger than the gateway accepts";
+  } else if (transform.pendingBytes() > 0) {
+    why = "upstream '" + target.name + "' ended the stream in the middle of an event";
+  }
+  if (!why.empty()) {
+    std::string event;
+    sse::appendError(event, why, "server_error", "upstream_stream_interrupted");
     if (!co_await sink.write(event)) co_return;
   }
   co_await sink.finish();

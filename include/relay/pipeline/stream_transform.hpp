@@ -1,0 +1,57 @@
+// What happens to an upstream SSE stream on its way to the caller.
+//
+// Events are forwarded whole, as they complete — never a partial event, so an
+// error event appended after a failure is always a well-formed event of its
+// own. Usage is read wherever the upstream puts it (OpenAI's usage-only chunk,
+// Moonshot's choices[0].usage), and the caller sees exactly what it asked for:
+// - the gateway asked for include_usage on the caller's behalf: the usage-only
+//   chunk is consumed, and Moonshot's choices[0].usage is removed;
+// - the caller asked for usage from a Moonshot upstream: an OpenAI-style
+//   usage-only chunk is emitted just before `data: [DONE]`.
+// When no event needs changing (the common case) the parser's bytes go out
+// untouched, in one write per upstream read.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "relay/sse/parser.hpp"
+#include "relay/sse/usage.hpp"
+
+namespace relay::pipeline {
+
+class StreamTransform {
+ public:
+  // `callerWantsUsage`: the caller's own stream_options.include_usage.
+  explicit StreamTransform(bool callerWantsUsage) : callerWantsUsage_(callerWantsUsage) {}
+
+  // Takes the next upstream bytes and returns what the caller must receive now
+  // (possibly empty). The view is valid until the next push(). On a malformed
+  // stream (an event over the size cap) returns empty and failed() is true.
+  std::string_view push(std::string_view bytes);
+
+  bool failed() const { return failed_; }
+  bool sawDone() const { return sawDone_; }
+  // Bytes of an event the upstream started but never finished.
+  std::size_t pendingBytes() const { return parser_.pendingBytes(); }
+  bool sawEvent() const { return sawEvent_; }
+  const std::optional<sse::Usage>& usage() const { return usage_; }
+
+ private:
+  bool inspect(const sse::Event& event);  // true: the event must be rewritten
+  void rewrite();
+
+  sse::Parser parser_;
+  std::string out_;
+  std::optional<sse::Usage> usage_;
+  bool usageInChoice_ = false;
+  bool haveIdentity_ = false;
+  sse::ChunkIdentity identity_;
+  bool callerWantsUsage_;
+  bool failed_ = false;
+  bool sawDone_ = false;
+  bool sawEvent_ = false;
+};
+
+}  // namespace relay::pipeline
