@@ -1,6 +1,7 @@
 #include "relay/api/models.hpp"
 
 #include "relay/common/json_write.hpp"
+#include "relay/common/request_id.hpp"
 #include "relay/pipeline/respond.hpp"
 #include "relay/pipeline/steps.hpp"
 
@@ -9,7 +10,7 @@ namespace relay::api {
 net::Task<void> handleModels(pipeline::Worker& worker, net::Exchange& ex) {
   auto snapshot = worker.snapshotPtr();
   Headers base;
-  base.add("x-request-id", pipeline::requestIdFor(ex.head.headers, [&] { return worker.newRequestId(); }));
+  base.add("x-request-id", requestIdFrom(ex.head.headers.get("x-request-id")));
   const admission::Tenant* tenant = nullptr;
   if (auto err = pipeline::authenticate(snapshot->keys, ex.head.headers, tenant)) {
     co_await pipeline::respondError(*ex.response, std::move(base), *err);

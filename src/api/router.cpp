@@ -10,19 +10,17 @@ namespace {
 using pipeline::ApiError;
 
 net::Task<void> notFound(net::Exchange& ex) {
-  co_await pipeline::respondError(
-      *ex.response, {},
-      ApiError{404, "Unknown request URL: " + ex.head.method + " " + ex.head.path + ".",
-               "invalid_request_error", "unknown_url"});
+  ApiError err{404, "Unknown request URL: " + ex.head.method + " " + ex.head.path + ".",
+               "invalid_request_error", "unknown_url"};
+  co_await pipeline::respondError(*ex.response, Headers(), std::move(err));
 }
 
 net::Task<void> methodNotAllowed(net::Exchange& ex, const char* allow) {
   Headers h;
   h.add("allow", allow);
-  co_await pipeline::respondError(
-      *ex.response, std::move(h),
-      ApiError{405, ex.head.method + " is not supported on " + ex.head.path + "; use " + allow + ".",
-               "invalid_request_error", "method_not_allowed"});
+  ApiError err{405, ex.head.method + " is not supported on " + ex.head.path + "; use " + allow + ".",
+               "invalid_request_error", "method_not_allowed"};
+  co_await pipeline::respondError(*ex.response, std::move(h), std::move(err));
 }
 
 // OpenAI SDKs are pointed at ".../v1"; a few tools leave the /v1 out.

@@ -25,6 +25,7 @@
 #include <array>
 #include <optional>
 
+#include "relay/common/request_id.hpp"
 #include "session_common.hpp"
 
 namespace relay::net {
@@ -85,7 +86,8 @@ class H1Session final : public ResponseSink,
     started_ = true;
     chunked_ = !isHead_ && head.status >= 200 && head.status != 204 && head.status != 304;
     std::string h = serializeHead(head, 0, true);
-    co_return co_await writeAll(std::array<asio::const_buffer, 1>{asio::buffer(h)});
+    std::array<asio::const_buffer, 1> bufs{asio::buffer(h)};
+    co_return co_await writeAll(bufs);
   }
 
   Task<bool> write(std::string_view bytes) override {
@@ -103,7 +105,8 @@ class H1Session final : public ResponseSink,
     if (gone_ || !started_ || finished_) co_return false;
     finished_ = true;
     if (!chunked_) co_return true;
-    co_return co_await writeAll(std::array<asio::const_buffer, 1>{asio::buffer("0\r\n\r\n", 5)});
+    std::array<asio::const_buffer, 1> bufs{asio::buffer("0\r\n\r\n", 5)};
+    co_return co_await writeAll(bufs);
   }
 
   void abort() override {
@@ -116,6 +119,8 @@ class H1Session final : public ResponseSink,
   bool clientGone() const override { return gone_; }
 
  private:
+  // `buffers` is a named object of the caller's frame (never a temporary in the
+  // co_await expression: GCC 12 mishandles those).
   template <class Buffers>
   Task<bool> writeAll(const Buffers& buffers) {
     auto [ec, n] = co_await asio::async_write(stream_, buffers, kTuple);
@@ -211,8 +216,8 @@ class H1Session final : public ResponseSink,
         if (!sentContinue_ && expectsContinue()) {
           sentContinue_ = true;
           static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
-          if (!co_await writeAll(std::array<asio::const_buffer, 1>{
-                  asio::buffer(kContinue.data(), kContinue.size())})) {
+          std::array<asio::const_buffer, 1> bufs{asio::buffer(kContinue.data(), kContinue.size())};
+          if (!co_await writeAll(bufs)) {
             closing_ = true;
             co_return;
           }
@@ -244,13 +249,19 @@ class H1Session final : public ResponseSink,
       status = 431;
       message = "request header fields exceed " + std::to_string(kHeaderLimit) + " bytes";
     }
+    ResponseHead head;
+    head.status = status;
+    head.headers.add("content-type", "application/json");
+    std::string_view given;
+    if (parser_->is_header_done()) {
+      auto it = parser_->get().find("x-request-id");
+      if (it != parser_->get().end()) given = it->value();
+    }
+    head.headers.add("x-request-id", requestIdFrom(given));
     parser_.reset();
     closing_ = true;
     keepAlive_ = false;
     started_ = false;
-    ResponseHead head;
-    head.status = status;
-    head.headers.add("content-type", "application/json");
     const char* code = status == 413 ? "request_too_large" : status == 431 ? "headers_too_large"
                                                                            : "bad_request";
     co_await respond(std::move(head), openAiErrorJson(message, "invalid_request_error", code));
@@ -318,6 +329,7 @@ class H1Session final : public ResponseSink,
       ResponseHead head;
       head.status = 500;
       head.headers.add("content-type", "application/json");
+      head.headers.add("x-request-id", requestIdFrom(exchange_->head.headers.get("x-request-id")));
       co_await respond(std::move(head),
                        openAiErrorJson("the gateway failed to produce a response", "server_error",
                                         "internal_error"));

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "relay/common/json_write.hpp"
+#include "relay/common/request_id.hpp"
 #include "session_common.hpp"
 
 namespace relay::net {
@@ -154,6 +155,7 @@ void H2Stream::completeAfterHandler() {
     ResponseHead head;
     head.status = 500;
     head.headers.add("content-type", "application/json");
+    head.headers.add("x-request-id", requestIdFrom(exchange.head.headers.get("x-request-id")));
     std::string body = openAiErrorJson("the gateway failed to produce a response", "server_error",
                                        "internal_error");
     started_ = true;
@@ -170,6 +172,7 @@ void H2Stream::rejectTooLarge(std::uint64_t limit) {
   ResponseHead head;
   head.status = 413;
   head.headers.add("content-type", "application/json");
+  head.headers.add("x-request-id", requestIdFrom(exchange.head.headers.get("x-request-id")));
   std::string body = openAiErrorJson("request body exceeds the limit of " + std::to_string(limit) +
                                          " bytes (server.max_request_bytes)",
                                      "invalid_request_error", "request_too_large");

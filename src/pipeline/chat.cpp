@@ -5,6 +5,7 @@
 
 #include "relay/common/chat_request.hpp"
 #include "relay/common/json_write.hpp"
+#include "relay/common/request_id.hpp"
 #include "relay/pipeline/steps.hpp"
 #include "relay/pipeline/stream_transform.hpp"
 #include "relay/pipeline/upstream_error.hpp"
@@ -48,6 +49,28 @@ ApiError failureError(const std::string& upstreamName, const Failure& failure) {
 
 }  // namespace
 
+std::optional<ApiError> planChat(const Snapshot& snap, const net::Exchange& ex, ChatPlan& plan) {
+  if (auto err = authenticate(snap.keys, ex.head.headers, plan.tenant)) return err;
+  const admission::Tenant& tenant = *plan.tenant;
+  if (auto bad = readChatRequest(ex.body, plan.fields))
+    return ApiError{400, std::move(bad->message), "invalid_request_error", "", std::move(bad->param)};
+  const std::string& model = plan.fields.model;
+  plan.route = snap.catalog.route(model);
+  if (!plan.route) {
+    return ApiError{404,
+                    "The model '" + model + "' does not exist or you do not have access to it. " +
+                        "Available models: " + modelsFor(snap, tenant) + ".",
+                    "invalid_request_error", "model_not_found", "model"};
+  }
+  if (!tenant.mayUse(model)) {
+    return ApiError{403,
+                    "The key '" + tenant.name + "' may not use the model '" + model +
+                        "'. Allowed models: " + modelsFor(snap, tenant) + ".",
+                    "invalid_request_error", "model_not_allowed", "model"};
+  }
+  return std::nullopt;
+}
+
 net::Task<void> handleChatCompletions(Worker& worker, net::Exchange& ex) {
   const auto start = upstream::Clock::now();
   std::shared_ptr<const Snapshot> snapshot = worker.snapshotPtr();  // stays valid through a reload
@@ -55,40 +78,15 @@ net::Task<void> handleChatCompletions(Worker& worker, net::Exchange& ex) {
   net::ResponseSink& sink = *ex.response;
 
   Headers base;
-  base.add("x-request-id", requestIdFor(ex.head.headers, [&] { return worker.newRequestId(); }));
+  base.add("x-request-id", requestIdFrom(ex.head.headers.get("x-request-id")));
 
-  const admission::Tenant* tenant = nullptr;
-  if (auto err = authenticate(snap.keys, ex.head.headers, tenant)) {
-    co_await respondError(sink, std::move(base), *err);
+  ChatPlan plan;
+  if (std::optional<ApiError> err = planChat(snap, ex, plan)) {
+    co_await respondError(sink, std::move(base), std::move(*err));
     co_return;
   }
-
-  ChatRequestFields fields;
-  if (auto bad = readChatRequest(ex.body, fields)) {
-    co_await respondError(sink, std::move(base),
-                          ApiError{400, bad->message, "invalid_request_error", "", bad->param});
-    co_return;
-  }
-
-  const upstream::ModelRoute* route = snap.catalog.route(fields.model);
-  if (!route) {
-    co_await respondError(
-        sink, std::move(base),
-        ApiError{404,
-                 "The model '" + fields.model + "' does not exist or you do not have access to it. "
-                     "Available models: " + modelsFor(snap, *tenant) + ".",
-                 "invalid_request_error", "model_not_found", "model"});
-    co_return;
-  }
-  if (!tenant->mayUse(fields.model)) {
-    co_await respondError(
-        sink, std::move(base),
-        ApiError{403,
-                 "The key '" + tenant->name + "' may not use the model '" + fields.model +
-                     "'. Allowed models: " + modelsFor(snap, *tenant) + ".",
-                 "invalid_request_error", "model_not_allowed", "model"});
-    co_return;
-  }
+  const ChatRequestFields& fields = plan.fields;
+  const upstream::ModelRoute* route = plan.route;
 
   int pick = worker.selector(route->index).pick();
   const upstream::Candidate& candidate = route->candidates.at(static_cast<std::size_t>(pick));
@@ -113,15 +111,16 @@ net::Task<void> handleChatCompletions(Worker& worker, net::Exchange& ex) {
   std::unique_ptr<upstream::ResponseStream> resp = co_await worker.clients().send(
       candidate.upstream, req, deadlinesFrom(snap.config.timeouts, start), failure);
   if (!resp) {
-    if (!sink.clientGone())
-      co_await respondError(sink, std::move(base), failureError(target.name, failure));
+    ApiError err = failureError(target.name, failure);
+    if (!sink.clientGone()) co_await respondError(sink, std::move(base), std::move(err));
     co_return;
   }
 
   if (resp->status() >= 400) {
     std::string body;
     if (!co_await resp->readAll(body)) {
-      co_await respondError(sink, std::move(base), failureError(target.name, resp->failure()));
+      ApiError err = failureError(target.name, resp->failure());
+      co_await respondError(sink, std::move(base), std::move(err));
       co_return;
     }
     UpstreamErrorView err = normaliseUpstreamError(target.name, resp->status(), body);
@@ -139,7 +138,8 @@ net::Task<void> handleChatCompletions(Worker& worker, net::Exchange& ex) {
   if (!fields.stream) {
     std::string body;
     if (!co_await resp->readAll(body)) {
-      co_await respondError(sink, std::move(base), failureError(target.name, resp->failure()));
+      ApiError err = failureError(target.name, resp->failure());
+      co_await respondError(sink, std::move(base), std::move(err));
       co_return;
     }
     net::ResponseHead head;

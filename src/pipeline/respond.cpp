@@ -4,7 +4,7 @@
 
 namespace relay::pipeline {
 
-net::Task<void> respondError(net::ResponseSink& sink, Headers headers, const ApiError& error) {
+net::Task<void> respondError(net::ResponseSink& sink, Headers headers, ApiError error) {
   co_await respondJson(sink, error.status, std::move(headers),
                        openAiErrorJson(error.message, error.type, error.code, error.param));
 }

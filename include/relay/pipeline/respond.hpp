@@ -17,7 +17,10 @@ struct ApiError {
   std::string param;  // "" -> null
 };
 
-net::Task<void> respondError(net::ResponseSink& sink, Headers headers, const ApiError& error);
+// Parameters are taken by value: GCC 12 mishandles temporaries bound to
+// reference parameters inside a co_await expression, so callers pass named
+// objects (moved) and never build the error inline in the co_await.
+net::Task<void> respondError(net::ResponseSink& sink, Headers headers, ApiError error);
 net::Task<void> respondJson(net::ResponseSink& sink, int status, Headers headers, std::string body);
 
 }  // namespace relay::pipeline

@@ -11,16 +11,6 @@
 
 namespace relay::pipeline {
 
-// The caller's x-request-id when it is sane (1-128 visible ASCII characters),
-// else a new one from `generate`.
-template <class Generate>
-std::string requestIdFor(const Headers& headers, Generate&& generate) {
-  std::string_view given = headers.get("x-request-id");
-  bool ok = !given.empty() && given.size() <= 128;
-  for (char c : given) ok = ok && c > 0x20 && c < 0x7f;
-  return ok ? std::string(given) : generate();
-}
-
 // Authenticates the caller. On failure returns the error to answer (401 for a
 // missing, unknown or mistyped key; 400 for conflicting keys).
 std::optional<ApiError> authenticate(const admission::KeyStore& keys, const Headers& headers,

@@ -3,7 +3,6 @@
 #pragma once
 
 #include <memory>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -24,15 +23,11 @@ class Worker {
   // The selector of `route` (its position in the catalog's routes).
   upstream::SmoothWeightedSelector& selector(std::size_t route) { return selectors_.at(route); }
 
-  // "req_" + 24 hex digits, from a per-worker generator (no shared state).
-  std::string newRequestId();
-
  private:
   unsigned index_;
   std::shared_ptr<const Snapshot> snapshot_;
   std::unique_ptr<upstream::ClientPool> clients_;
   std::vector<upstream::SmoothWeightedSelector> selectors_;
-  std::mt19937_64 random_;
 };
 
 }  // namespace relay::pipeline
