@@ -1,0 +1,166 @@
+#!/usr/bin/env bash
+# Measures kimi-relay against the mock upstream directly and against nginx as a
+# reverse proxy, side by side in one run (method: ../docs/benchmarks.md).
+#
+#   bench/run.sh                 # all scenarios, 10 s each
+#   DURATION=5 bench/run.sh      # shorter runs
+#   ONLY=relay bench/run.sh      # skip the nginx reference
+#
+# Topology: h2load -> proxy -> kimi-relay-mock, all on 127.0.0.1, HTTP/1.1
+# keep-alive on both legs. The proxy is pinned to CPU 1 (one worker), the mock
+# and the load generator share CPU 0. The robust figure is the proxy's CPU time
+# per request (utime+stime from /proc/PID/stat); requests/s alone can hide the
+# generator's core being the limit.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+bin=${BUILD_DIR:-build}
+duration=${DURATION:-10}
+warmup=${WARMUP:-2}
+only=${ONLY:-}
+
+for tool in h2load taskset; do
+  command -v "$tool" >/dev/null || { echo "bench: $tool missing (apt-get install nghttp2-client util-linux)" >&2; exit 1; }
+done
+if [[ -z $only ]] && ! command -v nginx >/dev/null; then
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q nginx-light >/dev/null
+fi
+[[ -x $bin/kimi-relay && -x $bin/kimi-relay-mock ]] || scripts/build.sh
+
+work=$(mktemp -d)
+pids=()
+cleanup() {
+  kill "${pids[@]}" 2>/dev/null || true
+  [[ -f $work/nginx.pid ]] && kill "$(cat "$work/nginx.pid")" 2>/dev/null || true
+  wait 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+mock_port=28081 relay_port=28080 relay_h2_port=28083 nginx_port=28082
+key=kr-bench-key-not-secret
+key_sha=$(printf %s "$key" | sha256sum | cut -d' ' -f1)
+upstream_key=bench-upstream-key
+
+# A ~300-byte chat request, JSON and streamed.
+cat >"$work/body.json" <<'EOF'
+{"model":"kimi-k2","messages":[{"role":"system","content":"You are a planner in an agent swarm. Answer briefly."},{"role":"user","content":"Split the task 'summarise the quarterly report and draft three follow-up emails' into subtasks for worker agents."}],"temperature":0.6,"max_tokens":256}
+EOF
+sed 's/"max_tokens":256}/"max_tokens":256,"stream":true}/' "$work/body.json" >"$work/stream.json"
+
+taskset -c 0 "$bin/kimi-relay-mock" --listen 127.0.0.1:$mock_port --name bench --api-key "$upstream_key" \
+  --workers 1 --chunks 19 --chunk-delay-ms 0 --no-record >"$work/mock.log" 2>&1 &
+pids+=($!)
+
+cat >"$work/relay.yaml" <<EOF
+server:
+  listen: ["127.0.0.1:$relay_port"]
+  workers: 1
+keys:
+  - name: bench
+    sha256: "$key_sha"
+upstreams:
+  - name: mock
+    base_url: "http://127.0.0.1:$mock_port/v1"
+    api_key: "$upstream_key"
+    allow_insecure_http: true
+    models: {kimi-k2: kimi-k2}
+log: {level: warn}
+EOF
+taskset -c 1 "$bin/kimi-relay" --config "$work/relay.yaml" >"$work/relay.log" 2>&1 &
+relay_pid=$!
+pids+=($relay_pid)
+
+nginx_pid=
+if [[ -z $only ]]; then
+  cat >"$work/nginx.conf" <<EOF
+worker_processes 1;
+master_process off;
+pid $work/nginx.pid;
+error_log $work/nginx-error.log warn;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  upstream mock { server 127.0.0.1:$mock_port; keepalive 128; }
+  server {
+    listen 127.0.0.1:$nginx_port;
+    location / {
+      proxy_pass http://mock;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_set_header Authorization "Bearer $upstream_key";
+      proxy_buffering off;
+    }
+  }
+}
+EOF
+  taskset -c 1 nginx -c "$work/nginx.conf" -g 'daemon off;' &
+  nginx_pid=$!
+  pids+=($nginx_pid)
+fi
+
+for _ in $(seq 50); do
+  grep -q listening "$work/mock.log" 2>/dev/null && curl -s --noproxy '*' -o /dev/null "http://127.0.0.1:$relay_port/v1/models" && break
+  sleep 0.1
+done
+
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+rss_kib() { awk '/^VmRSS/{print $2}' "/proc/$1/status"; }
+hwm_kib() { awk '/^VmHWM/{print $2}' "/proc/$1/status"; }
+hz=$(getconf CLK_TCK)
+
+# run NAME URL BODY CLIENTS PID -> one result line. Direct runs carry the
+# upstream's key (the mock checks it); proxied runs the caller's key.
+run() {
+  local name=$1 url=$2 body=$3 clients=$4 pid=${5:-}
+  local key=$key
+  [[ $name == direct* ]] && key=$upstream_key
+  local log="$work/$name-$clients.log"
+  taskset -c 0 h2load --h1 -c "$clients" -D "$warmup" -d "$body" -H "Authorization: Bearer $key" \
+    -H 'Content-Type: application/json' "$url" >/dev/null 2>&1 || true
+  local before=0
+  [[ -n $pid ]] && before=$(cpu_ticks "$pid")
+  taskset -c 0 h2load --h1 -c "$clients" -D "$duration" -d "$body" -H "Authorization: Bearer $key" \
+    -H 'Content-Type: application/json' --log-file="$log" "$url" >"$work/out.txt" 2>&1 || true
+  local after=0
+  [[ -n $pid ]] && after=$(cpu_ticks "$pid")
+  local ok rps
+  ok=$(awk '/^requests:/{print $8}' "$work/out.txt")
+  rps=$(awk '/^finished in/{gsub(",","",$4); print $4}' "$work/out.txt")
+  local p50 p99
+  read -r p50 p99 < <(awk -F'\t' '$2==200{print $3}' "$log" | sort -n |
+    awk '{v[NR]=$1} END{if(NR==0){print "- -"} else {print v[int(NR*0.50)+1], v[int(NR*0.99)+1]}}')
+  local cpu_us=-
+  if [[ -n $pid && ${ok:-0} -gt 0 ]]; then
+    cpu_us=$(awk -v d=$((after - before)) -v hz="$hz" -v n="$ok" 'BEGIN{printf "%.1f", d / hz * 1e6 / n}')
+  fi
+  printf '| %-14s | %3s | %9s | %8s | %8s | %8s |\n' "$name" "$clients" "${rps:-0}" "$p50" "$p99" "$cpu_us"
+  echo "$name $clients $p50 $p99" >>"$work/latencies"
+}
+
+echo
+echo "kimi-relay $("$bin/kimi-relay" --version | awk '{print $2}'), $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) CPUs, ${duration}s per run"
+echo
+echo '| target         |  c  |   req/s   | p50 µs   | p99 µs   | CPU µs/req |'
+echo '|----------------|-----|-----------|----------|----------|------------|'
+for c in 1 4 64; do
+  run direct "http://127.0.0.1:$mock_port/v1/chat/completions" "$work/body.json" $c
+  [[ -n $nginx_pid ]] && run nginx "http://127.0.0.1:$nginx_port/v1/chat/completions" "$work/body.json" $c "$nginx_pid"
+  run kimi-relay "http://127.0.0.1:$relay_port/v1/chat/completions" "$work/body.json" $c "$relay_pid"
+done
+echo
+echo 'SSE, 21 events per stream (19 content chunks, the final chunk, [DONE]), 16 connections:'
+echo
+echo '| target         |  c  | streams/s | p50 µs   | p99 µs   | CPU µs/stream |'
+echo '|----------------|-----|-----------|----------|----------|---------------|'
+run direct-sse "http://127.0.0.1:$mock_port/v1/chat/completions" "$work/stream.json" 16
+[[ -n $nginx_pid ]] && run nginx-sse "http://127.0.0.1:$nginx_port/v1/chat/completions" "$work/stream.json" 16 "$nginx_pid"
+run kimi-relay-sse "http://127.0.0.1:$relay_port/v1/chat/completions" "$work/stream.json" 16 "$relay_pid"
+
+echo
+awk '$1=="direct"{d50[$2]=$3; d99[$2]=$4} $1=="kimi-relay"{r50[$2]=$3; r99[$2]=$4}
+     END{for (c in r50) printf "added latency by kimi-relay at c=%s: p50 %+d µs, p99 %+d µs\n", c, r50[c]-d50[c], r99[c]-d99[c]}' \
+  "$work/latencies" | sort -t= -k2 -n
+echo "kimi-relay memory: VmRSS $(rss_kib "$relay_pid") KiB, VmHWM $(hwm_kib "$relay_pid") KiB"
+[[ -n $nginx_pid ]] && echo "nginx memory: VmRSS $(rss_kib "$nginx_pid") KiB"
+exit 0
