@@ -19,6 +19,7 @@ struct Endpoint {
   std::string host;
   std::uint16_t port = 0;
   std::string text() const;  // "host:port", IPv6 hosts in brackets
+  bool operator==(const Endpoint&) const = default;
 };
 
 struct TlsListener {
@@ -36,7 +37,7 @@ struct Server {
   std::vector<Endpoint> listen;  // plaintext: HTTP/1.1 and h2c
   std::vector<TlsListener> tlsListen;
   Http2Settings http2;
-  unsigned workers = 0;                        // 0 = number of cores
+  unsigned workers = 0;                        // 0 = cores (parseConfig resolves it)
   std::uint64_t maxRequestBytes = 4u << 20;    // 413 beyond this
   std::uint32_t headerTimeoutMs = 10'000;      // first byte to end of request head
   std::uint32_t idleTimeoutMs = 75'000;        // keep-alive connection without a request
@@ -84,8 +85,8 @@ struct Health {
 
 struct Upstream {
   std::string name;
-  std::string baseUrl;  // e.g. https://api.moonshot.cn/v1
-  std::string apiKey;   // secret, after ${ENV} expansion; never logged
+  std::string baseUrl;  // e.g. https://api.moonshot.cn/v1 (no trailing '/')
+  std::string apiKey;   // secret, after ${ENV} expansion; never logged; "" = none
   std::uint32_t weight = 1;
   std::map<std::string, std::string> models;  // client model id -> upstream model id
   bool allowInsecureHttp = false;
@@ -126,9 +127,9 @@ struct Route {
 
 struct Price {
   std::string model;
-  std::string upstream;  // "" = any upstream
-  double input = 0;      // USD per 1M tokens
-  double cachedInput = 0;
+  std::string upstream;    // "" = any upstream
+  double input = 0;        // USD per 1M tokens
+  double cachedInput = 0;  // parseConfig: = input unless the file sets it
   double output = 0;
 };
 
@@ -139,7 +140,7 @@ struct Currency {
 
 struct McpServer {
   std::string name;
-  std::vector<std::string> instances;  // URLs; `url:` is one instance
+  std::vector<std::string> instances;  // http(s) URLs, >= 1; `url:` is one instance
   std::string apiKey;
   std::string region;
 };
@@ -147,7 +148,7 @@ struct McpServer {
 struct Mcp {
   std::vector<McpServer> servers;
   std::vector<std::string> allowedOrigins;
-  std::string sessionSecret;
+  std::string sessionSecret;  // secret; "" or >= 32 characters
 };
 
 struct Log {

@@ -1,0 +1,191 @@
+// server, admin, log, timeouts, retry and currency sections.
+#include <algorithm>
+#include <thread>
+
+#include "sections.hpp"
+
+namespace relay::config::detail {
+
+namespace {
+
+constexpr std::uint32_t kMaxHttp2Window = 2147483647;  // RFC 9113 6.9.1
+constexpr unsigned kMaxWorkers = 1024;
+constexpr std::uint32_t kMaxAttempts = 100;
+
+// Two listeners on one fixed port would fail at bind time, far from the line.
+void refuseDuplicate(std::vector<std::pair<Endpoint, YAML::Mark>>& seen, const Endpoint& e,
+                     const Value& at) {
+  if (e.port == 0) return;  // each asks the kernel for its own port
+  for (const auto& [other, mark] : seen) {
+    if (other.host == e.host && other.port == e.port) {
+      at.fail("address " + at.echo() + " is listed twice (first at line " +
+              std::to_string(mark.line + 1) + ")");
+    }
+  }
+  seen.emplace_back(e, at.mark());
+}
+
+bool isRetryCondition(const std::string& s) {
+  if (s == "connect_error" || s == "timeout") return true;
+  return s.size() == 3 && s[0] >= '1' && s[0] <= '5' &&
+         std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+}  // namespace
+
+Server readServer(const Value& v) {
+  Server s;
+  const MapView m =
+      v.map({"listen", "tls_listen", "http2", "workers", "max_request_bytes", "header_timeout_ms",
+             "idle_timeout_ms", "drain_timeout_ms", "metrics_on_main"});
+  std::vector<std::pair<Endpoint, YAML::Mark>> seen;
+  m.with("listen", [&](const Value& x) {
+    // One address may be written without the list brackets.
+    std::vector<Value> items = x.isList() || x.isMap() || x.isNull() ? x.list() : std::vector{x};
+    for (const Value& item : items) {
+      s.listen.push_back(readEndpoint(item));
+      refuseDuplicate(seen, s.listen.back(), item);
+    }
+  });
+  m.with("tls_listen", [&](const Value& x) {
+    for (const Value& item : x.list()) {
+      const MapView t = item.map({"address", "cert", "key"});
+      TlsListener l;
+      const Value address = t.require("address");
+      l.address = readEndpoint(address);
+      refuseDuplicate(seen, l.address, address);
+      l.certFile = readNonEmpty(t.require("cert"));
+      l.keyFile = readNonEmpty(t.require("key"));
+      s.tlsListen.push_back(std::move(l));
+    }
+  });
+  m.with("http2", [&](const Value& x) {
+    const MapView h = x.map({"max_concurrent_streams", "initial_window_bytes"});
+    h.with("max_concurrent_streams", [&](const Value& y) {
+      s.http2.maxConcurrentStreams = y.unsignedInt<std::uint32_t>(1, kMaxHttp2Window);
+    });
+    h.with("initial_window_bytes", [&](const Value& y) {
+      s.http2.initialWindowBytes = y.unsignedInt<std::uint32_t>(1, kMaxHttp2Window);
+    });
+  });
+  m.with("workers", [&](const Value& x) { s.workers = x.unsignedInt<unsigned>(0, kMaxWorkers); });
+  m.with("max_request_bytes",
+         [&](const Value& x) { s.maxRequestBytes = x.unsignedInt<std::uint64_t>(1); });
+  m.with("header_timeout_ms",
+         [&](const Value& x) { s.headerTimeoutMs = x.unsignedInt<std::uint32_t>(1); });
+  m.with("idle_timeout_ms",
+         [&](const Value& x) { s.idleTimeoutMs = x.unsignedInt<std::uint32_t>(1); });
+  m.with("drain_timeout_ms",
+         [&](const Value& x) { s.drainTimeoutMs = x.unsignedInt<std::uint32_t>(0); });
+  m.with("metrics_on_main", [&](const Value& x) { s.metricsOnMain = x.boolean(); });
+
+  if (s.listen.empty() && s.tlsListen.empty()) {
+    v.fail("needs at least one listener: set listen or tls_listen");
+  }
+  if (s.workers == 0) s.workers = std::max(1u, std::thread::hardware_concurrency());
+  return s;
+}
+
+Admin readAdmin(const Value& v, const Server& server) {
+  Admin a;
+  const MapView m = v.map({"listen", "key_sha256"});
+  m.with("listen", [&](const Value& x) {
+    a.listen = readEndpoint(x);
+    if (a.listen->port == 0) return;
+    for (const Endpoint& e : server.listen) {
+      if (e.host == a.listen->host && e.port == a.listen->port) {
+        x.fail("address " + x.echo() + " is also a server.listen address");
+      }
+    }
+    for (const TlsListener& t : server.tlsListen) {
+      if (t.address.host == a.listen->host && t.address.port == a.listen->port) {
+        x.fail("address " + x.echo() + " is also a server.tls_listen address");
+      }
+    }
+  });
+  m.with("key_sha256", [&](const Value& x) { a.keySha256 = readSha256(x); });
+  return a;
+}
+
+Log readLog(const Value& v) {
+  Log l;
+  const MapView m = v.map({"level", "access_log"});
+  m.with("level", [&](const Value& x) {
+    l.level = x.string();
+    static const std::vector<std::string> kLevels = {"trace", "debug", "info",
+                                                     "warn",  "error", "off"};
+    if (std::find(kLevels.begin(), kLevels.end(), l.level) == kLevels.end()) {
+      x.fail("must be one of trace, debug, info, warn, error, off; got " + x.echo());
+    }
+  });
+  m.with("access_log", [&](const Value& x) { l.accessLog = x.string(); });
+  return l;
+}
+
+Timeouts readTimeouts(const Value& v) {
+  Timeouts t;
+  const MapView m = v.map({"connect_ms", "first_byte_ms", "idle_ms", "total_ms"});
+  m.with("connect_ms", [&](const Value& x) { t.connectMs = x.unsignedInt<std::uint32_t>(1); });
+  m.with("first_byte_ms", [&](const Value& x) { t.firstByteMs = x.unsignedInt<std::uint32_t>(1); });
+  m.with("idle_ms", [&](const Value& x) { t.idleMs = x.unsignedInt<std::uint32_t>(1); });
+  m.with("total_ms", [&](const Value& x) { t.totalMs = x.unsignedInt<std::uint32_t>(1); });
+  return t;
+}
+
+Retry readRetry(const Value& v) {
+  Retry r;
+  const MapView m = v.map({"max_attempts", "backoff", "retry_on", "budget"});
+  m.with("max_attempts",
+         [&](const Value& x) { r.maxAttempts = x.unsignedInt<std::uint32_t>(1, kMaxAttempts); });
+  m.with("backoff", [&](const Value& x) {
+    const MapView b = x.map({"base_ms", "max_ms"});
+    b.with("base_ms", [&](const Value& y) { r.backoff.baseMs = y.unsignedInt<std::uint32_t>(1); });
+    b.with("max_ms", [&](const Value& y) { r.backoff.maxMs = y.unsignedInt<std::uint32_t>(1); });
+    if (r.backoff.maxMs < r.backoff.baseMs) {
+      if (const auto max = b.find("max_ms")) {
+        max->fail("must be >= base_ms (" + std::to_string(r.backoff.baseMs) + ")");
+      }
+      b.find("base_ms")->fail("must be <= max_ms (" + std::to_string(r.backoff.maxMs) +
+                              " when not set)");
+    }
+  });
+  m.with("retry_on", [&](const Value& x) {
+    r.retryOn.clear();
+    for (const Value& item : x.list()) {
+      std::string c = item.string();
+      if (!isRetryCondition(c)) {
+        item.fail("must be connect_error, timeout or an HTTP status code such as 503; got " +
+                  item.echo());
+      }
+      if (std::find(r.retryOn.begin(), r.retryOn.end(), c) != r.retryOn.end()) {
+        item.fail(item.echo() + " is listed twice");
+      }
+      r.retryOn.push_back(std::move(c));
+    }
+  });
+  m.with("budget", [&](const Value& x) {
+    const MapView b = x.map({"ratio", "min_per_second"});
+    b.with("ratio", [&](const Value& y) { r.budget.ratio = y.number(0, 1); });
+    b.with("min_per_second", [&](const Value& y) { r.budget.minPerSecond = y.number(0); });
+  });
+  return r;
+}
+
+Currency readCurrency(const Value& v) {
+  Currency c;
+  const MapView m = v.map({"code", "per_usd"});
+  m.with("code", [&](const Value& x) {
+    c.code = x.string();
+    if (c.code.size() != 3 || !std::all_of(c.code.begin(), c.code.end(),
+                                           [](char ch) { return ch >= 'A' && ch <= 'Z'; })) {
+      x.fail("must be a three-letter ISO 4217 code in capitals, such as USD, EUR or CNY");
+    }
+  });
+  m.with("per_usd", [&](const Value& x) {
+    c.perUsd = x.number(0);
+    if (c.perUsd <= 0) x.fail("must be greater than 0 (units of the currency per US dollar)");
+  });
+  return c;
+}
+
+}  // namespace relay::config::detail

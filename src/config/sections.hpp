@@ -1,0 +1,54 @@
+// One reader per config section (YAML -> struct), plus the field helpers they
+// share. Each reader refuses unknown keys and checks what it can see; checks
+// across sections (models named in keys, routes and prices) use a Catalog of
+// what the upstreams and MCP servers provide. Private to src/config.
+#pragma once
+
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "relay/config/config.hpp"
+#include "yaml_reader.hpp"
+
+namespace relay::config::detail {
+
+// What later sections may refer to.
+struct Catalog {
+  std::set<std::string> models;  // client model ids some upstream serves
+  std::map<std::string, std::set<std::string>> modelsByUpstream;
+  std::set<std::string> mcpServers;
+};
+
+Catalog catalogOf(const std::vector<Upstream>& upstreams, const Mcp& mcp);
+
+Server readServer(const Value& v);
+Admin readAdmin(const Value& v, const Server& server);
+Log readLog(const Value& v);
+Timeouts readTimeouts(const Value& v);
+Retry readRetry(const Value& v);
+Currency readCurrency(const Value& v);
+
+std::vector<Upstream> readUpstreams(const Value& v);
+std::map<std::string, Route> readRoutes(const Value& v, const Catalog& catalog);
+std::vector<Price> readPrices(const Value& v, const Catalog& catalog);
+
+Mcp readMcp(const Value& v);
+std::vector<Key> readKeys(const Value& v, const Catalog& catalog);
+
+// Shared field rules.
+Endpoint readEndpoint(const Value& v);
+// Names of keys, upstreams and MCP servers: 1-64 of [A-Za-z0-9._-] (they end
+// up in metric labels and URLs).
+std::string readName(const Value& v);
+// A model id: non-empty, no whitespace or control characters.
+bool isModelId(std::string_view id);
+std::string readModelId(const Value& v);
+// A string that must not be empty.
+std::string readNonEmpty(const Value& v);
+// 64 hex digits, returned lowercase. Never quoted in errors: a raw key pasted
+// here by mistake must not leak into a log.
+std::string readSha256(const Value& v);
+
+}  // namespace relay::config::detail
