@@ -187,6 +187,7 @@ int main(int argc, char** argv) {
     if (args.size() != 2) return usageError("--check-config needs a FILE");
     try {
       config::Config cfg = config::loadConfigFile(args[1]);
+      for (const auto& tl : cfg.server.tlsListen) net::checkTlsFiles({tl.certFile, tl.keyFile});
       pipeline::Snapshot snap(std::move(cfg));
       std::printf("%s: OK (%zu upstreams, %zu models, %zu keys)\n", args[1].c_str(),
                   snap.catalog.upstreams().size(), snap.catalog.routes().size(),

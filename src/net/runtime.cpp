@@ -90,6 +90,10 @@ Task<void> handshakeTls(tcp::socket socket, std::shared_ptr<asio::ssl::context> 
 
 }  // namespace
 
+void checkTlsFiles(const TlsFiles& files) {
+  makeServerTlsContext(files.certFile, files.keyFile, true);
+}
+
 struct Runtime::Impl {
   std::vector<std::unique_ptr<asio::io_context>> contexts;
   std::vector<WorkGuard> guards;

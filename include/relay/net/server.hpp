@@ -48,6 +48,10 @@ struct ServerStats {
   std::atomic<std::uint64_t> acceptedConnections{0};
 };
 
+// Loads the chain and key as a TLS listener would, and checks they match.
+// Throws std::runtime_error naming the file that fails (for --check-config).
+void checkTlsFiles(const TlsFiles& files);
+
 class Runtime {
  public:
   // `workers` event loops; 0 = one per core.
