@@ -1,7 +1,6 @@
 #include "relay/admission/go_duration.hpp"
 
 #include <cstdint>
-#include <cstring>
 
 namespace relay::admission {
 namespace {
@@ -42,7 +41,8 @@ std::string_view formatGoDuration(std::chrono::nanoseconds d, GoDurationBuffer& 
   const std::int64_t raw = d.count();
   const bool negative = raw < 0;
   // Unsigned negation is defined for INT64_MIN too.
-  std::uint64_t u = negative ? 0 - static_cast<std::uint64_t>(raw) : static_cast<std::uint64_t>(raw);
+  std::uint64_t u =
+      negative ? 0 - static_cast<std::uint64_t>(raw) : static_cast<std::uint64_t>(raw);
 
   *--p = 's';
   if (u == 0) {
@@ -54,8 +54,8 @@ std::string_view formatGoDuration(std::chrono::nanoseconds d, GoDurationBuffer& 
     if (u < kMicro) {
       *--p = 'n';
     } else if (u < kMilli) {
-      p -= 2;
-      std::memcpy(p, "\xC2\xB5", 2);  // U+00B5 MICRO SIGN, as Go writes it
+      *--p = '\xB5';  // U+00B5 MICRO SIGN in UTF-8 (C2 B5), as Go writes it
+      *--p = '\xC2';
       fractionDigits = 3;
     } else {
       *--p = 'm';

@@ -16,7 +16,9 @@ std::int64_t nanosOf(SteadyTime t) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
 }
 
-std::int64_t debtAt(std::int64_t tat, std::int64_t now) { return tat > now ? tat - now : 0; }
+std::int64_t debtAt(std::int64_t tat, std::int64_t now) {
+  return tat > now ? tat - now : 0;
+}
 
 std::int64_t clampDebt(Int128 debt) {
   return debt > kMaxDebt ? kMaxDebt : static_cast<std::int64_t>(debt);
@@ -87,8 +89,9 @@ void TokenBucket::refund(std::uint64_t n, SteadyTime nowTime) {
   for (;;) {
     const std::int64_t debt = debtAt(tat, now);
     if (debt == 0) return;  // already full: a refund cannot lift it above capacity
-    // Clamping at `now` (not letting tat_ fall further behind) is what keeps a
-    // refund from becoming credit that later charges would silently absorb.
+    // Any tat_ <= now already means "full" to every operation (they all clamp
+    // the debt at 0), so an excess refund cannot turn into credit; stopping at
+    // `now` also keeps tat_ from drifting towards underflow.
     const std::int64_t next = now + std::max<std::int64_t>(debt - back, 0);
     if (tat_.compare_exchange_weak(tat, next, std::memory_order_acq_rel,
                                    std::memory_order_relaxed)) {
@@ -113,8 +116,16 @@ void TokenBucket::charge(std::uint64_t n, SteadyTime nowTime) {
 
 std::int64_t TokenBucket::remaining(SteadyTime now) const {
   const std::int64_t debt = debtAt(tat_.load(std::memory_order_relaxed), nanosOf(now));
-  // Tokens owed, rounded up, so that "remaining" rounds down.
-  const Int128 owed = (Int128(debt) * rate_ + kNsPerMinute - 1) / kNsPerMinute;
+  // Tokens owed, rounded up, so that "remaining" rounds down. This runs for
+  // every response (the headers): stay in 64 bits when the product fits.
+  Int128 owed;
+  std::uint64_t scaled = 0;
+  if (!__builtin_mul_overflow(static_cast<std::uint64_t>(debt), rate_, &scaled) &&
+      scaled <= std::numeric_limits<std::uint64_t>::max() - kNsPerMinute) {
+    owed = (scaled + kNsPerMinute - 1) / kNsPerMinute;
+  } else {
+    owed = (Int128(debt) * rate_ + kNsPerMinute - 1) / kNsPerMinute;
+  }
   const Int128 left = Int128(capacity_) - owed;
   constexpr auto kMin = std::numeric_limits<std::int64_t>::min();
   constexpr auto kMax = std::numeric_limits<std::int64_t>::max();

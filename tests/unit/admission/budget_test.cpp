@@ -1,0 +1,184 @@
+// Budgets per key and UTC period: checks, records, messages and roll-over.
+#include "relay/admission/budget.hpp"
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+namespace relay::admission {
+namespace {
+
+using std::chrono::hours;
+using std::chrono::seconds;
+
+WallTime utc(std::string_view text) {
+  const std::optional<WallTime> t = parseUtc(text);
+  EXPECT_TRUE(t.has_value()) << text;
+  return t.value_or(WallTime{});
+}
+
+TEST(BudgetPeriod, BoundariesAreUtcCalendarDaysAndMonths) {
+  const WallTime t = utc("2026-11-15T13:45:10Z");
+  EXPECT_EQ(formatUtc(periodStart(BudgetPeriod::kDay, t)), "2026-11-15T00:00:00Z");
+  EXPECT_EQ(formatUtc(periodStart(BudgetPeriod::kMonth, t)), "2026-11-01T00:00:00Z");
+  EXPECT_EQ(periodStart(BudgetPeriod::kTotal, t), WallTime{});
+  EXPECT_EQ(formatUtc(*periodEnd(BudgetPeriod::kDay, utc("2026-11-15T00:00:00Z"))),
+            "2026-11-16T00:00:00Z");
+  EXPECT_EQ(formatUtc(*periodEnd(BudgetPeriod::kMonth, utc("2026-12-01T00:00:00Z"))),
+            "2027-01-01T00:00:00Z");
+  EXPECT_EQ(formatUtc(*periodEnd(BudgetPeriod::kMonth, utc("2028-02-01T00:00:00Z"))),
+            "2028-03-01T00:00:00Z");
+  EXPECT_EQ(formatUtc(*periodEnd(BudgetPeriod::kDay, utc("2028-02-28T00:00:00Z"))),
+            "2028-02-29T00:00:00Z");  // leap day
+  EXPECT_FALSE(periodEnd(BudgetPeriod::kTotal, WallTime{}).has_value());
+  // Sub-second precision does not move a boundary.
+  EXPECT_EQ(formatUtc(periodStart(BudgetPeriod::kDay,
+                                  utc("2026-11-15T23:59:59Z") + std::chrono::milliseconds(999))),
+            "2026-11-15T00:00:00Z");
+}
+
+TEST(BudgetPeriod, UtcTextIsStrict) {
+  EXPECT_EQ(formatUtc(utc("2026-02-28T23:59:59Z")), "2026-02-28T23:59:59Z");
+  EXPECT_FALSE(parseUtc("2026-02-29T00:00:00Z"));  // not a leap year
+  EXPECT_FALSE(parseUtc("2026-13-01T00:00:00Z"));
+  EXPECT_FALSE(parseUtc("2026-11-01 00:00:00Z"));
+  EXPECT_FALSE(parseUtc("2026-11-01T00:00:00"));
+  EXPECT_FALSE(parseUtc("2026-11-01T24:00:00Z"));
+  EXPECT_FALSE(parseUtc("2026-11-0xT00:00:00Z"));
+  EXPECT_FALSE(parseUtc(""));
+}
+
+TEST(Budget, MoneyIsCountedInNanoDollarsWithoutDrift) {
+  EXPECT_EQ(toNanoUsd(12.0), 12'000'000'000);
+  EXPECT_EQ(toNanoUsd(0.000015), 15'000);  // 100 tokens at $0.15 per million
+  EXPECT_EQ(toNanoUsd(-1.0), 0);
+  EXPECT_EQ(toNanoUsd(std::nan("")), 0);
+  EXPECT_EQ(formatUsd(12'000'000'000), "$12.00");
+  EXPECT_EQ(formatUsd(5'000'000), "$0.005");
+  EXPECT_EQ(formatUsd(1'234'500'000), "$1.2345");
+  EXPECT_EQ(formatUsd(0), "$0.00");
+
+  Budget budget("planner", BudgetOptions{.usd = 1.0}, utc("2026-11-15T00:00:00Z"));
+  for (int i = 0; i < 100'000; ++i)
+    budget.record(0.00001, 0, 0, utc("2026-11-15T00:00:00Z"));
+  EXPECT_EQ(budget.usage(utc("2026-11-15T00:00:00Z")).spent, 1'000'000'000);  // exactly $1
+}
+
+TEST(Budget, RefusesOnceSpentAndNamesTheBudgetAndTheReset) {
+  const WallTime t = utc("2026-11-20T08:00:00Z");
+  Budget budget("planner", BudgetOptions{.usd = 12.0, .period = BudgetPeriod::kMonth}, t);
+  EXPECT_FALSE(budget.check(t));
+  budget.record(11.99, 100, 10, t);
+  EXPECT_FALSE(budget.check(t));
+  budget.record(0.01, 100, 10, t);
+  const std::optional<BudgetRefusal> refusal = budget.check(t);
+  ASSERT_TRUE(refusal);
+  EXPECT_EQ(refusal->limit, BudgetLimit::kUsd);
+  EXPECT_EQ(refusal->message,
+            "key 'planner' has spent its monthly budget of $12.00; it resets at "
+            "2026-12-01T00:00:00Z");
+  EXPECT_EQ(refusal->resetsAt, utc("2026-12-01T00:00:00Z"));
+}
+
+TEST(Budget, TokenCapsAndATotalBudgetThatNeverResets) {
+  const WallTime t = utc("2026-11-20T08:00:00Z");
+  Budget daily(
+      "agent",
+      BudgetOptions{.period = BudgetPeriod::kDay, .maxInputTokens = 1'000, .maxOutputTokens = 500},
+      t);
+  daily.record(0, 400, 500, t);
+  std::optional<BudgetRefusal> r = daily.check(t);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->limit, BudgetLimit::kOutputTokens);
+  EXPECT_EQ(r->message,
+            "key 'agent' has used its daily output-token budget of 500 tokens; it resets at "
+            "2026-11-21T00:00:00Z");
+  daily.record(0, 600, 0, t);
+  r = daily.check(t);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->limit, BudgetLimit::kInputTokens);
+
+  Budget total("once", BudgetOptions{.usd = 5.0, .period = BudgetPeriod::kTotal}, t);
+  total.record(5.0, 0, 0, t);
+  r = total.check(t + hours(24 * 400));
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->message, "key 'once' has spent its total budget of $5.00; it does not reset");
+  EXPECT_FALSE(r->resetsAt);
+}
+
+TEST(Budget, MonthRollsOverAtMidnightUtcOnTheFirst) {
+  const WallTime lastSecond = utc("2026-11-30T23:59:59Z");
+  Budget budget("planner", BudgetOptions{.usd = 1.0}, utc("2026-11-03T00:00:00Z"));
+  budget.record(1.5, 10, 20, lastSecond);
+  EXPECT_TRUE(budget.check(lastSecond + std::chrono::milliseconds(999)));
+  const WallTime december = utc("2026-12-01T00:00:00Z");
+  EXPECT_FALSE(budget.check(december));
+  const BudgetUsage u = budget.usage(december);
+  EXPECT_EQ(u.periodStart, december);
+  EXPECT_EQ(u.spent, 0);
+  EXPECT_EQ(u.inputTokens, 0u);
+  EXPECT_EQ(u.outputTokens, 0u);
+  // And across the year end.
+  budget.record(2.0, 0, 0, utc("2026-12-31T23:00:00Z"));
+  const std::optional<BudgetRefusal> r = budget.check(utc("2026-12-31T23:00:00Z"));
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->resetsAt, utc("2027-01-01T00:00:00Z"));
+  EXPECT_FALSE(budget.check(utc("2027-01-01T00:00:00Z")));
+}
+
+TEST(Budget, DayRollsOverAndARecordAfterTheBoundaryCountsInTheNewDay) {
+  const WallTime evening = utc("2026-03-10T23:30:00Z");
+  Budget budget("agent", BudgetOptions{.period = BudgetPeriod::kDay, .maxInputTokens = 100},
+                evening);
+  budget.record(0, 100, 0, evening);
+  EXPECT_TRUE(budget.check(evening));
+  // No check in between: the first thing after midnight is a record.
+  const WallTime morning = utc("2026-03-11T00:00:01Z");
+  budget.record(0, 40, 0, morning);
+  const BudgetUsage u = budget.usage(morning);
+  EXPECT_EQ(u.periodStart, utc("2026-03-11T00:00:00Z"));
+  EXPECT_EQ(u.inputTokens, 40u);
+  EXPECT_FALSE(budget.check(morning));
+}
+
+TEST(Budget, ConcurrentRecordsAreAllCounted) {
+  const WallTime t = utc("2026-05-05T05:05:05Z");
+  Budget budget("hot", BudgetOptions{}, t);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 4; ++i) {
+    threads.emplace_back([&] {
+      for (int j = 0; j < 50'000; ++j)
+        budget.recordNanoUsd(3, 2, 1, t);
+    });
+  }
+  for (auto& th : threads)
+    th.join();
+  const BudgetUsage u = budget.usage(t);
+  EXPECT_EQ(u.spent, 600'000);
+  EXPECT_EQ(u.inputTokens, 400'000u);
+  EXPECT_EQ(u.outputTokens, 200'000u);
+}
+
+TEST(Budget, ConcurrentRollOverHappensOnce) {
+  Budget budget("hot", BudgetOptions{.period = BudgetPeriod::kDay}, utc("2026-05-05T10:00:00Z"));
+  budget.recordNanoUsd(1'000, 0, 0, utc("2026-05-05T10:00:00Z"));
+  const WallTime next = utc("2026-05-06T00:00:00Z");
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 4; ++i) {
+    threads.emplace_back([&] {
+      for (int j = 0; j < 10'000; ++j)
+        budget.recordNanoUsd(1, 0, 0, next + seconds(j % 7));
+    });
+  }
+  for (auto& th : threads)
+    th.join();
+  // Every record of the new day survives: the roll-over reset ran before them.
+  EXPECT_EQ(budget.usage(next).spent, 40'000);
+}
+
+}  // namespace
+}  // namespace relay::admission
