@@ -12,13 +12,15 @@ namespace {
 constexpr std::uint64_t kPicoPerUsd = 1'000'000'000'000ULL;
 constexpr std::uint64_t kMax = std::numeric_limits<std::uint64_t>::max();
 
-std::uint64_t saturatingAdd(std::uint64_t a, std::uint64_t b) { return a > kMax - b ? kMax : a + b; }
+std::uint64_t saturatingAdd(std::uint64_t a, std::uint64_t b) {
+  return a > kMax - b ? kMax : a + b;
+}
 
 // tokens × micro-USD-per-million = pico-USD, exact up to the saturation point.
 std::uint64_t times(std::int64_t tokens, std::uint64_t microPerMillion) {
   if (tokens <= 0 || microPerMillion == 0) return 0;
-  unsigned __int128 p = static_cast<unsigned __int128>(tokens) * microPerMillion;
-  return p > kMax ? kMax : static_cast<std::uint64_t>(p);
+  std::uint64_t p = 0;
+  return __builtin_mul_overflow(static_cast<std::uint64_t>(tokens), microPerMillion, &p) ? kMax : p;
 }
 
 void appendUnsigned(std::string& out, std::uint64_t v) {
@@ -30,7 +32,8 @@ void appendUnsigned(std::string& out, std::uint64_t v) {
 // `units` of 10^-scale written as a decimal, trailing fraction zeros trimmed.
 void appendDecimal(std::string& out, std::uint64_t units, int scale) {
   std::uint64_t one = 1;
-  for (int i = 0; i < scale; ++i) one *= 10;
+  for (int i = 0; i < scale; ++i)
+    one *= 10;
   appendUnsigned(out, units / one);
   std::uint64_t frac = units % one;
   if (frac == 0) return;
@@ -40,7 +43,8 @@ void appendDecimal(std::string& out, std::uint64_t units, int scale) {
     frac /= 10;
   }
   int len = scale;
-  while (digits[len - 1] == '0') --len;
+  while (digits[len - 1] == '0')
+    --len;
   out.push_back('.');
   out.append(digits, static_cast<std::size_t>(len));
 }
@@ -88,11 +92,11 @@ PriceTable::PriceTable(const std::vector<config::Price>& prices) {
 
 const Price* PriceTable::find(std::string_view model, std::string_view upstream) const {
   auto at = [&](std::string_view up) -> const Price* {
-    auto it = std::lower_bound(rows_.begin(), rows_.end(), std::pair(model, up),
-                               [](const Row& r, const std::pair<std::string_view, std::string_view>& k) {
-                                 return std::pair<std::string_view, std::string_view>(
-                                            r.model, r.upstream) < k;
-                               });
+    auto it = std::lower_bound(
+        rows_.begin(), rows_.end(), std::pair(model, up),
+        [](const Row& r, const std::pair<std::string_view, std::string_view>& k) {
+          return std::pair<std::string_view, std::string_view>(r.model, r.upstream) < k;
+        });
     return it != rows_.end() && it->model == model && it->upstream == up ? &it->price : nullptr;
   };
   if (!upstream.empty()) {
@@ -101,7 +105,9 @@ const Price* PriceTable::find(std::string_view model, std::string_view upstream)
   return at({});
 }
 
-void appendUsd(std::string& out, Cost cost) { appendDecimal(out, cost.picoUsd, 12); }
+void appendUsd(std::string& out, Cost cost) {
+  appendDecimal(out, cost.picoUsd, 12);
+}
 
 void appendConverted(std::string& out, Cost cost, double perUsd) {
   long double v = static_cast<long double>(cost.picoUsd) / 1e12L * perUsd;

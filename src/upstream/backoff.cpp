@@ -11,7 +11,8 @@ Millis backoffCeiling(const BackoffOptions& options, unsigned retry) {
   // Double until the cap is reached instead of shifting: base << retry would
   // overflow long before `retry` is large.
   std::int64_t ceiling = base;
-  for (unsigned i = 0; i < retry && ceiling < max; ++i) ceiling *= 2;
+  for (unsigned i = 0; i < retry && ceiling < max; ++i)
+    ceiling *= 2;
   return Millis(std::min(ceiling, max));
 }
 

@@ -310,20 +310,22 @@ Task<std::unique_ptr<ResponseStream>> ClientPool::send(std::size_t index,
                                                        const OutgoingRequest& request,
                                                        const Deadlines& deadlines,
                                                        Failure& failure) {
+  // The pool may be replaced by a config reload while this runs: hold its state.
+  std::shared_ptr<Impl> impl = impl_;
   auto executor = co_await asio::this_coro::executor;
-  const Target& target = impl_->upstreams.at(index).target;
+  const Target& target = impl->upstreams.at(index).target;
   // A pooled connection may have been closed by the upstream an instant ago;
   // if it fails before any response byte, try once more on a fresh one.
   for (int attempt = 0; attempt < 2; ++attempt) {
-    std::unique_ptr<Connection> conn = impl_->takeIdle(index);
+    std::unique_ptr<Connection> conn = impl->takeIdle(index);
     bool reused = conn != nullptr;
     if (reused) {
-      impl_->stats.connectionsReused++;
+      impl->stats.connectionsReused++;
     } else {
-      conn = co_await impl_->connect(index, deadlines, failure);
+      conn = co_await impl->connect(index, deadlines, failure);
       if (!conn) co_return nullptr;
     }
-    auto stream = std::make_unique<ResponseStreamImpl>(impl_, std::move(conn), deadlines, executor);
+    auto stream = std::make_unique<ResponseStreamImpl>(impl, std::move(conn), deadlines, executor);
     if (co_await stream->exchangeHead(request, target)) co_return stream;
     failure = stream->failure();
     if (!(reused && failure.kind == FailureKind::kReset && !stream->sawResponseBytes())) break;

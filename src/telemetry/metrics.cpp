@@ -1,0 +1,245 @@
+#include "relay/telemetry/metrics.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <sstream>
+
+#include <prometheus/text_serializer.h>
+
+#include "families.hpp"
+
+namespace relay::telemetry {
+namespace {
+
+namespace pm = prometheus;
+
+// m × 10^e for the mantissas 100..800 (read as 1.00..8.00), from `fromExp`
+// to `toValue`. Integers divided by an exact power of ten give the double
+// nearest each decimal bound, so the exposition prints "0.00125", not a
+// binary approximation of it.
+std::vector<double> decadeBuckets(int fromExp, double toValue) {
+  static constexpr int kMantissas[] = {100, 125, 150, 200, 250, 300, 400, 500, 600, 800};
+  std::vector<double> out;
+  for (int e = fromExp;; ++e) {
+    for (int m : kMantissas) {
+      int shift = e - 2;  // m is 100× the mantissa
+      double v = m;
+      for (int i = 0; i < shift; ++i)
+        v *= 10;
+      double div = 1;
+      for (int i = 0; i < -shift; ++i)
+        div *= 10;
+      v /= div;
+      if (v > toValue * (1 + 1e-12)) return out;
+      out.push_back(v);
+    }
+  }
+}
+
+template <class T>
+pm::Family<T>& family(pm::detail::Builder<T> builder, pm::Registry& registry, const char* name,
+                      const char* help) {
+  return builder.Name(name).Help(help).Register(registry);
+}
+
+constexpr std::string_view kFailureLabels[] = {"connect_error", "timeout", "rate_limited",
+                                               "server_error",  "reset",   "other"};
+constexpr std::string_view kFallbackLabels[] = {"upstream", "model"};
+constexpr std::string_view kEjectionLabels[] = {"consecutive_failures", "active_check", "other"};
+constexpr std::string_view kRefusalLabels[] = {
+    "requests", "tokens", "concurrency", "budget", "upstream_capacity", "retry_budget", "other"};
+constexpr std::string_view kReloadLabels[] = {"success", "failure"};
+static_assert(std::size(kFailureLabels) == static_cast<std::size_t>(UpstreamFailure::kCount));
+static_assert(std::size(kFallbackLabels) == static_cast<std::size_t>(FallbackKind::kCount));
+static_assert(std::size(kEjectionLabels) == static_cast<std::size_t>(EjectionReason::kCount));
+static_assert(std::size(kRefusalLabels) == static_cast<std::size_t>(RefusalReason::kCount));
+static_assert(std::size(kReloadLabels) == static_cast<std::size_t>(ReloadOutcome::kCount));
+
+template <std::size_t N, class E>
+std::string_view pick(const std::string_view (&labels)[N], E e) {
+  auto i = static_cast<std::size_t>(e);
+  return i < N ? labels[i] : labels[N - 1];
+}
+
+}  // namespace
+
+std::vector<double> latencyBuckets() {
+  return decadeBuckets(-3, 600);
+}
+std::vector<double> overheadBuckets() {
+  return decadeBuckets(-5, 0.1);
+}
+
+namespace detail {
+
+std::string_view failureLabel(UpstreamFailure f) {
+  return pick(kFailureLabels, f);
+}
+std::string_view fallbackKindLabel(FallbackKind k) {
+  return pick(kFallbackLabels, k);
+}
+std::string_view ejectionLabel(EjectionReason r) {
+  return pick(kEjectionLabels, r);
+}
+std::string_view refusalLabel(RefusalReason r) {
+  return pick(kRefusalLabels, r);
+}
+
+std::atomic<std::uint64_t>& ExactUsdCounter::add(const pm::Labels& labels) {
+  std::lock_guard lock(mutex_);
+  auto it = byLabels_.find(labels);
+  if (it != byLabels_.end()) return it->second->picoUsd;
+  Cell& cell = cells_.emplace_back();
+  cell.labels = labels;
+  byLabels_.emplace(labels, &cell);
+  return cell.picoUsd;
+}
+
+namespace {
+// Label values escaped as the text format requires: \\, \" and \n.
+void appendLabelValue(std::string& out, std::string_view v) {
+  for (char c : v) {
+    if (c == '\\' || c == '"') {
+      out.push_back('\\');
+      out.push_back(c);
+    } else if (c == '\n') {
+      out.append("\\n");
+    } else {
+      out.push_back(c);
+    }
+  }
+}
+}  // namespace
+
+void ExactUsdCounter::serialize(std::string& out) const {
+  // HELP text is fixed ASCII without backslashes or newlines: no escaping.
+  out.append("# HELP ").append(name_).append(" ").append(help_).append("\n");
+  out.append("# TYPE ").append(name_).append(" counter\n");
+  std::lock_guard lock(mutex_);
+  for (const Cell& cell : cells_) {
+    out.append(name_);
+    char sep = '{';
+    for (const auto& [name, value] : cell.labels) {
+      out.push_back(sep);
+      out.append(name).append("=\"");
+      appendLabelValue(out, value);
+      out.push_back('"');
+      sep = ',';
+    }
+    if (sep == ',') out.push_back('}');
+    out.push_back(' ');
+    appendUsd(out, Cost{cell.picoUsd.load(std::memory_order_relaxed)});
+    out.push_back('\n');
+  }
+}
+
+Families::Families()
+    : latency(latencyBuckets()),
+      overhead(overheadBuckets()),
+      requests(family(pm::BuildCounter(), registry, "kimi_relay_requests_total",
+                      "Requests settled, by key, model, upstream, response status code and node.")),
+      tokens(family(pm::BuildCounter(), registry, "kimi_relay_tokens_total",
+                    "Tokens by direction: input (uncached prompt), cached (prompt served from "
+                    "cache), output (completion). Includes estimated usage.")),
+      tokensEstimated(family(pm::BuildCounter(), registry, "kimi_relay_tokens_estimated_total",
+                             "The part of kimi_relay_tokens_total that was estimated because the "
+                             "upstream reported no usage.")),
+      unpriced(family(pm::BuildCounter(), registry, "kimi_relay_unpriced_requests_total",
+                      "Requests that used tokens but matched no price row (cost counted as 0).")),
+      cost("kimi_relay_cost_usd_total", "Cost in USD from the configured price table."),
+      duration(family(pm::BuildHistogram(), registry, "kimi_relay_request_duration_seconds",
+                      "Request duration, head received to response finished, by served model.")),
+      ttft(family(pm::BuildHistogram(), registry, "kimi_relay_time_to_first_token_seconds",
+                  "Time from request head to the first content byte sent to the caller.")),
+      upstreamLatency(family(pm::BuildHistogram(), registry, "kimi_relay_upstream_latency_seconds",
+                             "Upstream latency: request sent to response head, final attempt.")),
+      durationWindow(
+          "kimi_relay_request_duration_window_seconds",
+          "Request duration p50/p95/p99 over the last 60 s (within 1.6%), by served model."),
+      ttftWindow(
+          "kimi_relay_time_to_first_token_window_seconds",
+          "Time-to-first-token p50/p95/p99 over the last 60 s (within 1.6%), by served model."),
+      overheadSeconds(family(pm::BuildHistogram(), registry, "kimi_relay_gateway_overhead_seconds",
+                             "Time the gateway spent on a request other than waiting for the "
+                             "upstream.")
+                          .Add({}, overhead)),
+      retries(family(pm::BuildCounter(), registry, "kimi_relay_retries_total",
+                     "Upstream attempts retried, by the upstream that failed and why.")),
+      fallbacks(family(pm::BuildCounter(), registry, "kimi_relay_fallbacks_total",
+                       "Requests moved to another upstream or a fallback model, by the upstream "
+                       "left and why.")),
+      ejections(family(pm::BuildCounter(), registry, "kimi_relay_upstream_ejections_total",
+                       "Upstreams ejected by the circuit breaker, by reason.")),
+      health(family(pm::BuildGauge(), registry, "kimi_relay_upstream_health_state",
+                    "Upstream health: 0 healthy, 1 half-open, 2 ejected.")),
+      inFlight(family(pm::BuildGauge(), registry, "kimi_relay_in_flight_requests",
+                      "Requests being served.")
+                   .Add({})),
+      lastReload(family(pm::BuildGauge(), registry,
+                        "kimi_relay_config_last_reload_success_timestamp_seconds",
+                        "Unix time of the last successful config load (start-up or reload).")
+                     .Add({})),
+      mcpRequests(family(pm::BuildCounter(), registry, "kimi_relay_mcp_requests_total",
+                         "MCP HTTP requests by server, method and response status code.")),
+      mcpDuration(family(pm::BuildHistogram(), registry, "kimi_relay_mcp_request_duration_seconds",
+                         "MCP request latency by method.")),
+      mcpStreams(family(pm::BuildGauge(), registry, "kimi_relay_mcp_open_streams",
+                        "Open MCP server-to-client SSE streams by server.")) {
+  lastReload.SetToCurrentTime();  // a process starts from a config that loaded
+  auto& refusalFamily = family(pm::BuildCounter(), registry, "kimi_relay_rate_limit_refusals_total",
+                               "Requests refused by admission or capacity limits, by reason.");
+  for (std::size_t i = 0; i < refusals.size(); ++i) {
+    refusals[i] = &refusalFamily.Add({{"reason", std::string(kRefusalLabels[i])}});
+  }
+  auto& reloadFamily = family(pm::BuildCounter(), registry, "kimi_relay_config_reloads_total",
+                              "Config loads after start-up, by outcome.");
+  for (std::size_t i = 0; i < reloads.size(); ++i) {
+    reloads[i] = &reloadFamily.Add({{"outcome", std::string(kReloadLabels[i])}});
+  }
+}
+
+}  // namespace detail
+
+Metrics::Metrics() : families_(std::make_unique<detail::Families>()) {}
+Metrics::~Metrics() = default;
+
+std::string Metrics::expose() const {
+  std::vector<pm::MetricFamily> all = families_->registry.Collect();
+  const std::int64_t now = detail::coarseNowMs();
+  all.push_back(families_->durationWindow.collect(now));
+  all.push_back(families_->ttftWindow.collect(now));
+  std::sort(all.begin(), all.end(),
+            [](const pm::MetricFamily& a, const pm::MetricFamily& b) { return a.name < b.name; });
+  std::ostringstream out;
+  const pm::TextSerializer serializer;
+  std::string cost;
+  families_->cost.serialize(cost);
+  bool costWritten = false;
+  std::vector<pm::MetricFamily> one(1);
+  for (pm::MetricFamily& family : all) {
+    if (!costWritten && families_->cost.name() < family.name) {
+      out << cost;
+      costWritten = true;
+    }
+    one[0] = std::move(family);
+    serializer.Serialize(out, one);
+  }
+  if (!costWritten) out << cost;
+  return std::move(out).str();
+}
+
+void Metrics::requestStarted() {
+  families_->inFlight.Increment();
+}
+void Metrics::requestFinished() {
+  families_->inFlight.Decrement();
+}
+
+void Metrics::configReload(ReloadOutcome outcome) {
+  auto i = static_cast<std::size_t>(outcome);
+  if (i >= families_->reloads.size()) return;
+  families_->reloads[i]->Increment();
+  if (outcome == ReloadOutcome::kSuccess) families_->lastReload.SetToCurrentTime();
+}
+
+}  // namespace relay::telemetry
