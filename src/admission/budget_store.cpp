@@ -100,11 +100,30 @@ BudgetStateError::BudgetStateError(const std::string& path, const std::string& r
 BudgetStore::BudgetStore(const std::vector<BudgetKey>& keys, std::string stateDir, WallTime now) {
   budgets_.reserve(keys.size());
   for (const BudgetKey& key : keys) {
-    budgets_.push_back(std::make_unique<Budget>(key.name, key.options, now));
+    budgets_.push_back(std::make_shared<Budget>(key.name, key.options, now));
   }
   if (!stateDir.empty()) {
     if (stateDir.back() != '/') stateDir += '/';
     path_ = stateDir + std::string(kFileName);
+  }
+}
+
+BudgetStore::BudgetStore(const std::vector<BudgetKey>& keys, std::string stateDir, WallTime now,
+                         const BudgetStore& previous)
+    : BudgetStore(keys, std::move(stateDir), now) {
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    for (const auto& old : previous.budgets_) {
+      if (old->keyName() != keys[i].name) continue;
+      const BudgetOptions& o = old->options();
+      const BudgetOptions& n = keys[i].options;
+      if (o.usd == n.usd && o.period == n.period && o.maxInputTokens == n.maxInputTokens &&
+          o.maxOutputTokens == n.maxOutputTokens) {
+        budgets_[i] = old;
+      } else if (o.period == n.period) {
+        budgets_[i]->restore(old->snapshot());
+      }
+      break;
+    }
   }
 }
 

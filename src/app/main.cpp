@@ -1,16 +1,15 @@
 // kimi-relay: command line, start-up wiring and signals.
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/signal_set.hpp>
-#include <boost/asio/steady_timer.hpp>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include <cstdio>
+#include <csignal>
 #include <cstring>
 #include <iostream>
 #include <string>
 #include <vector>
 
+#include "gateway.hpp"
 #include "relay/admission/key_store.hpp"
 #include "relay/api/router.hpp"
 #include "relay/config/parse.hpp"
@@ -82,90 +81,23 @@ int runGateway(const std::string& path) {
   std::shared_ptr<const pipeline::Snapshot> snapshot;
   try {
     snapshot = std::make_shared<const pipeline::Snapshot>(cfg);
+    // Fail now, not two seconds in, when state_dir is missing or not writable.
+    if (auto error = snapshot->budgets->flush()) throw std::runtime_error(*error);
   } catch (const std::exception& e) {
     spdlog::critical("{}: {}", path, e.what());
     return 1;
   }
-
-  net::Runtime runtime(cfg.server.workers);
-  std::vector<std::unique_ptr<pipeline::Worker>> workers;
-  for (unsigned i = 0; i < runtime.workers(); ++i)
-    workers.push_back(std::make_unique<pipeline::Worker>(i, snapshot));
-
-  api::AdminState admin;
+  std::signal(SIGPIPE, SIG_IGN);
+  app::Gateway gateway(path, snapshot);
   try {
-    auto mainFor = [&](unsigned w) { return api::mainHandler(*workers[w]); };
-    for (const auto& ep : cfg.server.listen) {
-      net::ListenerOptions o;
-      o.name = "main";
-      o.address = ep;
-      o.maxRequestBytes = cfg.server.maxRequestBytes;
-      o.headerTimeoutMs = cfg.server.headerTimeoutMs;
-      o.idleTimeoutMs = cfg.server.idleTimeoutMs;
-      o.http2 = cfg.server.http2;
-      auto bound = runtime.listen(o, mainFor);
-      spdlog::info("listening on http://{} (main)", bound.text());
-    }
-    for (const auto& tl : cfg.server.tlsListen) {
-      net::ListenerOptions o;
-      o.name = "tls";
-      o.address = tl.address;
-      o.tls = net::TlsFiles{tl.certFile, tl.keyFile};
-      o.maxRequestBytes = cfg.server.maxRequestBytes;
-      o.headerTimeoutMs = cfg.server.headerTimeoutMs;
-      o.idleTimeoutMs = cfg.server.idleTimeoutMs;
-      o.http2 = cfg.server.http2;
-      auto bound = runtime.listen(o, mainFor);
-      spdlog::info("listening on https://{} (tls)", bound.text());
-    }
-    if (cfg.admin.listen) {
-      net::ListenerOptions o;
-      o.name = "admin";
-      o.address = *cfg.admin.listen;
-      o.maxRequestBytes = 64 * 1024;
-      auto bound = runtime.listen(o, [&](unsigned) { return api::adminHandler(admin); });
-      spdlog::info("listening on http://{} (admin)", bound.text());
-    }
+    gateway.listen();
   } catch (const std::exception& e) {
     spdlog::critical("{}", e.what());
     return 1;
   }
-
-  // SIGTERM/SIGINT: stop accepting, let open exchanges finish within the drain
-  // timeout, then stop the loops.
-  boost::asio::io_context& control = runtime.context(0);
-  boost::asio::signal_set signals(control, SIGTERM, SIGINT);
-  boost::asio::steady_timer drainTimer(control);
-  std::chrono::steady_clock::time_point drainDeadline;
-  std::function<void()> pollDrain = [&] {
-    if (runtime.stats().activeExchanges.load() == 0 ||
-        std::chrono::steady_clock::now() >= drainDeadline) {
-      spdlog::info("drained; {} exchanges still open at exit", runtime.stats().activeExchanges.load());
-      runtime.stop();
-      return;
-    }
-    drainTimer.expires_after(std::chrono::milliseconds(20));
-    drainTimer.async_wait([&](boost::system::error_code) { pollDrain(); });
-  };
-  signals.async_wait([&](boost::system::error_code ec, int signo) {
-    if (ec) return;
-    spdlog::info("received {}; draining for up to {} ms", strsignal(signo),
-                 cfg.server.drainTimeoutMs);
-    admin.draining = true;
-    runtime.stopAccepting();
-    drainDeadline = std::chrono::steady_clock::now() +
-                    std::chrono::milliseconds(cfg.server.drainTimeoutMs);
-    pollDrain();
-  });
-  std::signal(SIGPIPE, SIG_IGN);
-
-  admin.ready = true;
-  spdlog::info("kimi-relay {} ready: {} workers, {} upstreams, {} models, {} keys", RELAY_VERSION,
-               runtime.workers(), snapshot->catalog.upstreams().size(),
-               snapshot->catalog.routes().size(), snapshot->keys.tenants().size());
-  runtime.run();
+  int code = gateway.run();
   spdlog::shutdown();
-  return 0;
+  return code;
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 // knows which HTTP version the caller speaks.
 #include "relay/pipeline/chat.hpp"
 
+#include "relay/admission/token_estimate.hpp"
 #include "relay/common/chat_request.hpp"
 #include "relay/common/json_write.hpp"
 #include "relay/common/request_id.hpp"
@@ -47,10 +48,25 @@ ApiError failureError(const std::string& upstreamName, const Failure& failure) {
   return e;
 }
 
+std::optional<ApiError> checkRequest(const Snapshot& snap, const net::Exchange& ex, ChatPlan& plan);
+std::optional<ApiError> admit(const Snapshot& snap, admission::KeyLimiter& limiter, ChatPlan& plan);
+
 }  // namespace
 
-std::optional<ApiError> planChat(const Snapshot& snap, const net::Exchange& ex, ChatPlan& plan) {
+std::optional<ApiError> planChat(const Snapshot& snap, const net::Exchange& ex, ChatPlan& plan,
+                                 Headers& responseHeaders) {
   if (auto err = authenticate(snap.keys, ex.head.headers, plan.tenant)) return err;
+  const admission::Tenant& tenant = *plan.tenant;
+  admission::KeyLimiter& limiter = *snap.limiters[tenant.index];
+  std::optional<ApiError> err = checkRequest(snap, ex, plan);
+  if (!err) err = admit(snap, limiter, plan);
+  limiter.headers(admission::SystemClock::instance().steadyNow()).appendTo(responseHeaders);
+  return err;
+}
+
+namespace {
+
+std::optional<ApiError> checkRequest(const Snapshot& snap, const net::Exchange& ex, ChatPlan& plan) {
   const admission::Tenant& tenant = *plan.tenant;
   if (auto bad = readChatRequest(ex.body, plan.fields))
     return ApiError{400, std::move(bad->message), "invalid_request_error", "", std::move(bad->param)};
@@ -71,6 +87,33 @@ std::optional<ApiError> planChat(const Snapshot& snap, const net::Exchange& ex, 
   return std::nullopt;
 }
 
+std::optional<ApiError> admit(const Snapshot& snap, admission::KeyLimiter& limiter,
+                              ChatPlan& plan) {
+  const auto& clock = admission::SystemClock::instance();
+  admission::Budget& budget = snap.budgets->budget(plan.tenant->index);
+  if (std::optional<admission::BudgetRefusal> spent = budget.check(clock.wallNow())) {
+    ApiError e{429, std::move(spent->message), "insufficient_quota", "insufficient_quota"};
+    e.headers.add("x-should-retry", "false");  // waiting for a retry cannot refill a budget
+    return e;
+  }
+  const ChatRequestFields& f = plan.fields;
+  plan.promptEstimate = admission::estimatePromptTokens(f.messageTextBytes);
+  std::uint64_t reserve =
+      admission::reservationFor(plan.promptEstimate, f.maxTokens, f.maxCompletionTokens,
+                                snap.config.defaultMaxTokens);
+  admission::AdmitResult admitted = limiter.admit(reserve, clock.steadyNow());
+  if (!admitted) {
+    const admission::Refusal& r = admitted.refusal();
+    ApiError e{429, r.message, std::string(r.errorType()), "rate_limit_exceeded"};
+    r.appendHeaders(e.headers);
+    return e;
+  }
+  plan.reservation = std::move(admitted.reservation());
+  return std::nullopt;
+}
+
+}  // namespace
+
 net::Task<void> handleChatCompletions(Worker& worker, net::Exchange& ex) {
   const auto start = upstream::Clock::now();
   std::shared_ptr<const Snapshot> snapshot = worker.snapshotPtr();  // stays valid through a reload
@@ -81,7 +124,7 @@ net::Task<void> handleChatCompletions(Worker& worker, net::Exchange& ex) {
   base.add("x-request-id", requestIdFrom(ex.head.headers.get("x-request-id")));
 
   ChatPlan plan;
-  if (std::optional<ApiError> err = planChat(snap, ex, plan)) {
+  if (std::optional<ApiError> err = planChat(snap, ex, plan, base)) {
     co_await respondError(sink, std::move(base), std::move(*err));
     co_return;
   }

@@ -1,12 +1,41 @@
 #include "relay/pipeline/worker.hpp"
 
 namespace relay::pipeline {
+namespace {
+
+std::unique_ptr<upstream::ClientPool> makePool(const Snapshot& snapshot) {
+  std::vector<upstream::ClientPool::UpstreamSpec> specs;
+  for (const auto& u : snapshot.catalog.upstreams()) specs.push_back({u.target, u.caFile});
+  return std::make_unique<upstream::ClientPool>(std::move(specs));
+}
+
+bool sameEndpoints(const Snapshot& a, const Snapshot& b) {
+  const auto& x = a.catalog.upstreams();
+  const auto& y = b.catalog.upstreams();
+  if (x.size() != y.size()) return false;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    if (x[i].target.tls != y[i].target.tls || x[i].target.host != y[i].target.host ||
+        x[i].target.port != y[i].target.port || x[i].caFile != y[i].caFile)
+      return false;
+  }
+  return true;
+}
+
+}  // namespace
 
 Worker::Worker(unsigned index, std::shared_ptr<const Snapshot> snapshot)
-    : index_(index), snapshot_(std::move(snapshot)) {
-  std::vector<upstream::ClientPool::UpstreamSpec> specs;
-  for (const auto& u : snapshot_->catalog.upstreams()) specs.push_back({u.target, u.caFile});
-  clients_ = std::make_unique<upstream::ClientPool>(std::move(specs));
+    : index_(index), snapshot_(std::move(snapshot)), clients_(makePool(*snapshot_)) {
+  rebuildSelectors();
+}
+
+void Worker::setSnapshot(std::shared_ptr<const Snapshot> snapshot) {
+  if (!sameEndpoints(*snapshot_, *snapshot)) clients_ = makePool(*snapshot);
+  snapshot_ = std::move(snapshot);
+  rebuildSelectors();
+}
+
+void Worker::rebuildSelectors() {
+  selectors_.clear();
   for (const auto& route : snapshot_->catalog.routes()) {
     std::vector<std::uint32_t> weights;
     for (const auto& c : route.candidates) weights.push_back(c.weight);

@@ -69,6 +69,13 @@ class BudgetStore {
   // `Tenant::index` finds a key's budget). `stateDir` "" keeps spend in memory.
   BudgetStore(const std::vector<BudgetKey>& keys, std::string stateDir, WallTime now);
 
+  // For a config reload: keys whose name and options are unchanged keep their
+  // Budget object from `previous` (so requests still settling against it are
+  // not lost); a key whose options changed starts from its previous usage
+  // when the period kind is the same. No file is read.
+  BudgetStore(const std::vector<BudgetKey>& keys, std::string stateDir, WallTime now,
+              const BudgetStore& previous);
+
   Budget& budget(std::size_t index) { return *budgets_.at(index); }
   Budget* find(std::string_view keyName);
   std::size_t size() const { return budgets_.size(); }
@@ -90,7 +97,7 @@ class BudgetStore {
   std::vector<BudgetUsage> snapshots() const;
   std::string serialize(const std::vector<BudgetUsage>& usage) const;
 
-  std::vector<std::unique_ptr<Budget>> budgets_;
+  std::vector<std::shared_ptr<Budget>> budgets_;  // shared with the next store on reload
   std::string path_;
   std::mutex flushMutex_;                                // one flush at a time
   std::optional<std::vector<BudgetUsage>> lastWritten_;  // guarded by flushMutex_

@@ -1,8 +1,10 @@
 // POST /v1/chat/completions.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 
+#include "relay/admission/key_limiter.hpp"
 #include "relay/common/chat_request.hpp"
 #include "relay/net/exchange.hpp"
 #include "relay/pipeline/respond.hpp"
@@ -15,13 +17,18 @@ struct ChatPlan {
   const admission::Tenant* tenant = nullptr;
   ChatRequestFields fields;
   const upstream::ModelRoute* route = nullptr;
+  std::uint64_t promptEstimate = 0;    // tokens, from the message text (token_estimate.hpp)
+  admission::Reservation reservation;  // tokens and a concurrency slot, settled at the end
 };
 
-// Authenticates, validates the body, resolves the model and checks the key's
-// allow-list — everything decided before an upstream is involved. Returns the
-// error to answer, or nullopt with `plan` filled. Plain code, no I/O.
+// Everything decided before an upstream is involved, in this order:
+// authenticate, validate the body, resolve the model, check the key's
+// allow-list, check its budget, take from its buckets. Returns the error to
+// answer, or nullopt with `plan` filled. Once the caller is known, its
+// x-ratelimit-* fields are added to `responseHeaders` (every response to an
+// authenticated caller carries them, refusals included). No I/O.
 std::optional<ApiError> planChat(const Snapshot& snapshot, const net::Exchange& exchange,
-                                 ChatPlan& plan);
+                                 ChatPlan& plan, Headers& responseHeaders);
 
 net::Task<void> handleChatCompletions(Worker& worker, net::Exchange& exchange);
 

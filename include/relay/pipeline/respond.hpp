@@ -15,6 +15,7 @@ struct ApiError {
   std::string type = "invalid_request_error";
   std::string code;   // "" -> null
   std::string param;  // "" -> null
+  Headers headers;    // extra fields this error needs (retry-after, x-should-retry)
 };
 
 // Parameters are taken by value: GCC 12 mishandles temporaries bound to

@@ -3,7 +3,6 @@
 #pragma once
 
 #include <memory>
-#include <string>
 #include <vector>
 
 #include "relay/pipeline/snapshot.hpp"
@@ -23,7 +22,14 @@ class Worker {
   // The selector of `route` (its position in the catalog's routes).
   upstream::SmoothWeightedSelector& selector(std::size_t route) { return selectors_.at(route); }
 
+  // Switches to a reloaded config (called on the worker's own thread). The
+  // connection pool is kept when the upstreams' addresses did not change;
+  // exchanges in flight keep the snapshot and connections they hold.
+  void setSnapshot(std::shared_ptr<const Snapshot> snapshot);
+
  private:
+  void rebuildSelectors();
+
   unsigned index_;
   std::shared_ptr<const Snapshot> snapshot_;
   std::unique_ptr<upstream::ClientPool> clients_;

@@ -1,0 +1,181 @@
+#include "gateway.hpp"
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <spdlog/spdlog.h>
+
+#include <cstring>
+
+#include "relay/config/parse.hpp"
+
+namespace relay::app {
+
+namespace asio = boost::asio;
+using SteadyClock = std::chrono::steady_clock;
+
+// How often budget spend is written to state_dir: a crash loses at most this.
+constexpr std::chrono::seconds kFlushInterval{2};
+
+struct Gateway::Control {
+  explicit Control(asio::io_context& ctx)
+      : stopSignals(ctx, SIGTERM, SIGINT), reloadSignal(ctx, SIGHUP), drainTimer(ctx) {}
+  asio::signal_set stopSignals;
+  asio::signal_set reloadSignal;
+  asio::steady_timer drainTimer;
+  SteadyClock::time_point drainDeadline{};
+};
+
+Gateway::Gateway(std::string configPath, std::shared_ptr<const pipeline::Snapshot> snapshot)
+    : configPath_(std::move(configPath)),
+      snapshot_(std::move(snapshot)),
+      runtime_(snapshot_->config.server.workers) {
+  for (unsigned i = 0; i < runtime_.workers(); ++i)
+    workers_.push_back(std::make_unique<pipeline::Worker>(i, snapshot_));
+  control_ = std::make_unique<Control>(runtime_.context(0));
+}
+
+Gateway::~Gateway() {
+  {
+    std::lock_guard lock(flusherMutex_);
+    stopFlusher_ = true;
+  }
+  flusherWake_.notify_all();
+  if (flusher_.joinable()) flusher_.join();
+}
+
+std::shared_ptr<const pipeline::Snapshot> Gateway::current() const {
+  std::lock_guard lock(snapshotMutex_);
+  return snapshot_;
+}
+
+void Gateway::listen() {
+  const config::Config& cfg = snapshot_->config;
+  auto mainFor = [this](unsigned w) { return api::mainHandler(*workers_[w]); };
+  auto options = [&](std::string name, const config::Endpoint& address) {
+    net::ListenerOptions o;
+    o.name = std::move(name);
+    o.address = address;
+    o.maxRequestBytes = cfg.server.maxRequestBytes;
+    o.headerTimeoutMs = cfg.server.headerTimeoutMs;
+    o.idleTimeoutMs = cfg.server.idleTimeoutMs;
+    o.http2 = cfg.server.http2;
+    return o;
+  };
+  for (const auto& ep : cfg.server.listen) {
+    auto bound = runtime_.listen(options("main", ep), mainFor);
+    spdlog::info("listening on http://{} (main)", bound.text());
+  }
+  for (const auto& tl : cfg.server.tlsListen) {
+    net::ListenerOptions o = options("tls", tl.address);
+    o.tls = net::TlsFiles{tl.certFile, tl.keyFile};
+    auto bound = runtime_.listen(o, mainFor);
+    spdlog::info("listening on https://{} (tls)", bound.text());
+  }
+  if (cfg.admin.listen) {
+    net::ListenerOptions o = options("admin", *cfg.admin.listen);
+    o.maxRequestBytes = 64 * 1024;
+    auto bound = runtime_.listen(o, [this](unsigned) { return api::adminHandler(admin_); });
+    spdlog::info("listening on http://{} (admin)", bound.text());
+  }
+}
+
+int Gateway::run() {
+  installSignals();
+  flusher_ = std::thread([this] { flusherLoop(); });
+  admin_.ready = true;
+  const auto& snap = *snapshot_;
+  spdlog::info("kimi-relay {} ready: {} workers, {} upstreams, {} models, {} keys", RELAY_VERSION,
+               runtime_.workers(), snap.catalog.upstreams().size(), snap.catalog.routes().size(),
+               snap.keys.tenants().size());
+  runtime_.run();
+  {
+    std::lock_guard lock(flusherMutex_);
+    stopFlusher_ = true;
+  }
+  flusherWake_.notify_all();
+  flusher_.join();
+  flushState();  // a clean shutdown loses no spend
+  return 0;
+}
+
+void Gateway::installSignals() {
+  control_->stopSignals.async_wait([this](boost::system::error_code ec, int signo) {
+    if (!ec) beginDrain(signo);
+  });
+  armReload();
+}
+
+void Gateway::armReload() {
+  control_->reloadSignal.async_wait([this](boost::system::error_code ec, int) {
+    if (ec) return;
+    reload();
+    armReload();
+  });
+}
+
+void Gateway::beginDrain(int signo) {
+  auto timeout = std::chrono::milliseconds(snapshot_->config.server.drainTimeoutMs);
+  spdlog::info("received {}; draining for up to {} ms", strsignal(signo), timeout.count());
+  admin_.draining = true;
+  runtime_.stopAccepting();
+  control_->drainDeadline = SteadyClock::now() + timeout;
+  pollDrain();
+}
+
+void Gateway::pollDrain() {
+  auto open = runtime_.stats().activeExchanges.load();
+  if (open == 0 || SteadyClock::now() >= control_->drainDeadline) {
+    if (open == 0) {
+      spdlog::info("drained: no exchange left open");
+    } else {
+      spdlog::warn("drain timeout: {} exchanges still open are cut", open);
+    }
+    runtime_.stop();
+    return;
+  }
+  control_->drainTimer.expires_after(std::chrono::milliseconds(20));
+  control_->drainTimer.async_wait([this](boost::system::error_code ec) {
+    if (!ec) pollDrain();
+  });
+}
+
+std::string Gateway::reload() {
+  std::shared_ptr<const pipeline::Snapshot> next;
+  try {
+    config::Config cfg = config::loadConfigFile(configPath_);
+    next = std::make_shared<const pipeline::Snapshot>(std::move(cfg), current().get());
+  } catch (const std::exception& e) {
+    spdlog::error("reload refused, the running config stays: {}", e.what());
+    return e.what();
+  }
+  {
+    std::lock_guard lock(snapshotMutex_);
+    snapshot_ = next;
+  }
+  for (unsigned i = 0; i < runtime_.workers(); ++i) {
+    asio::post(runtime_.context(i), [w = workers_[i].get(), next] { w->setSnapshot(next); });
+  }
+  spdlog::info("reloaded {}: {} upstreams, {} models, {} keys", configPath_,
+               next->catalog.upstreams().size(), next->catalog.routes().size(),
+               next->keys.tenants().size());
+  return {};
+}
+
+void Gateway::flusherLoop() {
+  std::unique_lock lock(flusherMutex_);
+  while (!stopFlusher_) {
+    flusherWake_.wait_for(lock, kFlushInterval, [this] { return stopFlusher_; });
+    lock.unlock();
+    flushState();  // fsync may take milliseconds: never on an event loop
+    lock.lock();
+  }
+}
+
+void Gateway::flushState() {
+  auto snap = current();
+  if (auto error = snap->budgets->flush()) spdlog::error("budget state not saved: {}", *error);
+}
+
+}  // namespace relay::app

@@ -1,0 +1,59 @@
+// The running gateway: listeners, workers, the current config snapshot,
+// signals (SIGTERM/SIGINT drain, SIGHUP reload) and the budget-state flusher.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "relay/api/router.hpp"
+#include "relay/config/config.hpp"
+#include "relay/net/server.hpp"
+#include "relay/pipeline/worker.hpp"
+
+namespace relay::app {
+
+class Gateway {
+ public:
+  // Loads nothing itself: `snapshot` is the validated start-up state.
+  Gateway(std::string configPath, std::shared_ptr<const pipeline::Snapshot> snapshot);
+  ~Gateway();
+
+  // Binds every listener; throws std::runtime_error naming what failed.
+  void listen();
+  // Serves until a drain completes; returns the process exit code.
+  int run();
+
+  // Re-reads the config file and switches every worker to it. On any error the
+  // old config keeps serving and the error is returned (and logged).
+  std::string reload();
+
+ private:
+  void installSignals();
+  void armReload();
+  void beginDrain(int signo);
+  void pollDrain();
+  void flusherLoop();
+  void flushState();
+  std::shared_ptr<const pipeline::Snapshot> current() const;
+
+  std::string configPath_;
+  mutable std::mutex snapshotMutex_;  // guards snapshot_ between reload and readers off the loops
+  std::shared_ptr<const pipeline::Snapshot> snapshot_;
+  net::Runtime runtime_;
+  std::vector<std::unique_ptr<pipeline::Worker>> workers_;
+  api::AdminState admin_;
+  struct Control;  // Asio objects on worker 0's loop
+  std::unique_ptr<Control> control_;
+
+  std::thread flusher_;
+  std::mutex flusherMutex_;
+  std::condition_variable flusherWake_;
+  bool stopFlusher_ = false;
+};
+
+}  // namespace relay::app
