@@ -23,6 +23,14 @@ net::Task<void> methodNotAllowed(net::Exchange& ex, const char* allow) {
   co_await pipeline::respondError(*ex.response, std::move(h), std::move(err));
 }
 
+net::Task<void> serveMetrics(net::Exchange& ex, const telemetry::Metrics& metrics) {
+  net::ResponseHead head;
+  head.status = 200;
+  head.headers.add("content-type", telemetry::Metrics::kContentType);
+  std::string body = metrics.expose();
+  co_await ex.response->respond(std::move(head), std::move(body));
+}
+
 // OpenAI SDKs are pointed at ".../v1"; a few tools leave the /v1 out.
 std::string_view apiPath(std::string_view path) {
   if (path.starts_with("/v1/")) return path.substr(3);
@@ -60,6 +68,10 @@ net::Handler adminHandler(AdminState& state) {
                                    ready ? "{\"status\":\"ready\"}"
                                          : state.draining.load() ? "{\"status\":\"draining\"}"
                                                                  : "{\"status\":\"starting\"}");
+    }
+    if (path == "/metrics" && state.metrics) {
+      if (ex.head.method != "GET" && ex.head.method != "HEAD") return methodNotAllowed(ex, "GET");
+      return serveMetrics(ex, *state.metrics);
     }
     return notFound(ex);
   };

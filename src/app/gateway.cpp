@@ -27,13 +27,16 @@ struct Gateway::Control {
   SteadyClock::time_point drainDeadline{};
 };
 
-Gateway::Gateway(std::string configPath, std::shared_ptr<const pipeline::Snapshot> snapshot)
+Gateway::Gateway(std::string configPath, pipeline::Services services,
+                 std::shared_ptr<const pipeline::Snapshot> snapshot)
     : configPath_(std::move(configPath)),
+      services_(services),
       snapshot_(std::move(snapshot)),
       runtime_(snapshot_->config.server.workers) {
   for (unsigned i = 0; i < runtime_.workers(); ++i)
     workers_.push_back(std::make_unique<pipeline::Worker>(i, snapshot_));
   control_ = std::make_unique<Control>(runtime_.context(0));
+  admin_.metrics = services_.metrics;
 }
 
 Gateway::~Gateway() {
@@ -145,11 +148,13 @@ std::string Gateway::reload() {
   std::shared_ptr<const pipeline::Snapshot> next;
   try {
     config::Config cfg = config::loadConfigFile(configPath_);
-    next = std::make_shared<const pipeline::Snapshot>(std::move(cfg), current().get());
+    next = std::make_shared<const pipeline::Snapshot>(std::move(cfg), services_, current().get());
   } catch (const std::exception& e) {
+    services_.metrics->configReload(telemetry::ReloadOutcome::kFailure);
     spdlog::error("reload refused, the running config stays: {}", e.what());
     return e.what();
   }
+  services_.metrics->configReload(telemetry::ReloadOutcome::kSuccess);
   {
     std::lock_guard lock(snapshotMutex_);
     snapshot_ = next;

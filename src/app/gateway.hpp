@@ -20,7 +20,8 @@ namespace relay::app {
 class Gateway {
  public:
   // Loads nothing itself: `snapshot` is the validated start-up state.
-  Gateway(std::string configPath, std::shared_ptr<const pipeline::Snapshot> snapshot);
+  Gateway(std::string configPath, pipeline::Services services,
+          std::shared_ptr<const pipeline::Snapshot> snapshot);
   ~Gateway();
 
   // Binds every listener; throws std::runtime_error naming what failed.
@@ -42,6 +43,7 @@ class Gateway {
   std::shared_ptr<const pipeline::Snapshot> current() const;
 
   std::string configPath_;
+  pipeline::Services services_;
   mutable std::mutex snapshotMutex_;  // guards snapshot_ between reload and readers off the loops
   std::shared_ptr<const pipeline::Snapshot> snapshot_;
   net::Runtime runtime_;

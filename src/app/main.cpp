@@ -15,6 +15,7 @@
 #include "relay/config/parse.hpp"
 #include "relay/net/server.hpp"
 #include "relay/pipeline/worker.hpp"
+#include "relay/telemetry/access_log.hpp"
 
 namespace {
 
@@ -78,9 +79,14 @@ int runGateway(const std::string& path) {
   }
   setupLogging(cfg);
 
+  telemetry::Metrics metrics;
+  std::unique_ptr<telemetry::AccessLog> accessLog;
   std::shared_ptr<const pipeline::Snapshot> snapshot;
+  pipeline::Services services{&metrics, nullptr};
   try {
-    snapshot = std::make_shared<const pipeline::Snapshot>(cfg);
+    accessLog = telemetry::AccessLog::open(cfg.log);
+    services.accessLog = accessLog.get();
+    snapshot = std::make_shared<const pipeline::Snapshot>(cfg, services);
     // Fail now, not two seconds in, when state_dir is missing or not writable.
     if (auto error = snapshot->budgets->flush()) throw std::runtime_error(*error);
   } catch (const std::exception& e) {
@@ -88,7 +94,7 @@ int runGateway(const std::string& path) {
     return 1;
   }
   std::signal(SIGPIPE, SIG_IGN);
-  app::Gateway gateway(path, snapshot);
+  app::Gateway gateway(path, services, snapshot);
   try {
     gateway.listen();
   } catch (const std::exception& e) {
@@ -96,6 +102,7 @@ int runGateway(const std::string& path) {
     return 1;
   }
   int code = gateway.run();
+  if (accessLog) accessLog->flush();
   spdlog::shutdown();
   return code;
 }
@@ -120,7 +127,8 @@ int main(int argc, char** argv) {
     try {
       config::Config cfg = config::loadConfigFile(args[1]);
       for (const auto& tl : cfg.server.tlsListen) net::checkTlsFiles({tl.certFile, tl.keyFile});
-      pipeline::Snapshot snap(std::move(cfg));
+      telemetry::Metrics metrics;
+      pipeline::Snapshot snap(std::move(cfg), pipeline::Services{&metrics, nullptr});
       std::printf("%s: OK (%zu upstreams, %zu models, %zu keys)\n", args[1].c_str(),
                   snap.catalog.upstreams().size(), snap.catalog.routes().size(),
                   snap.keys.tenants().size());

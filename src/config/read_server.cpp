@@ -124,11 +124,12 @@ Log readLog(const Value& v) {
 
 Timeouts readTimeouts(const Value& v) {
   Timeouts t;
-  const MapView m = v.map({"connect_ms", "first_byte_ms", "idle_ms", "total_ms"});
+  const MapView m = v.map({"connect_ms", "first_byte_ms", "idle_ms", "total_ms", "queue_ms"});
   m.with("connect_ms", [&](const Value& x) { t.connectMs = x.unsignedInt<std::uint32_t>(1); });
   m.with("first_byte_ms", [&](const Value& x) { t.firstByteMs = x.unsignedInt<std::uint32_t>(1); });
   m.with("idle_ms", [&](const Value& x) { t.idleMs = x.unsignedInt<std::uint32_t>(1); });
   m.with("total_ms", [&](const Value& x) { t.totalMs = x.unsignedInt<std::uint32_t>(1); });
+  m.with("queue_ms", [&](const Value& x) { t.queueMs = x.unsignedInt<std::uint32_t>(0); });
   return t;
 }
 

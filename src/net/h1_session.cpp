@@ -45,15 +45,16 @@ using Parser = http::request_parser<http::string_body>;
 
 template <class Stream>
 class H1Session final : public ResponseSink,
+                        public Drainable,
                         public std::enable_shared_from_this<H1Session<Stream>> {
  public:
-  H1Session(Stream stream, std::string initial, std::shared_ptr<const SessionConfig> config,
-            Handler handler)
+  H1Session(Stream stream, std::string initial, SessionContext context, Handler handler)
       : stream_(std::move(stream)),
-        config_(std::move(config)),
+        config_(std::move(context.config)),
         handler_(std::move(handler)),
         timer_(stream_.get_executor()),
-        counter_(config_->stats) {
+        counter_(config_->stats),
+        registration_(context.registry, this) {
     if (!initial.empty()) {
       auto dest = buffer_.prepare(initial.size());
       std::memcpy(dest.data(), initial.data(), initial.size());
@@ -64,6 +65,7 @@ class H1Session final : public ResponseSink,
 
   void start() {
     auto self = this->shared_from_this();
+    if (registration_.draining()) keepAlive_ = false;
     setDeadline(SteadyClock::now() + config_->idleTimeout);
     asio::co_spawn(stream_.get_executor(), self->readLoop(), asio::detached);
     asio::co_spawn(stream_.get_executor(), self->watchdog(), asio::detached);
@@ -118,6 +120,17 @@ class H1Session final : public ResponseSink,
   bool started() const override { return started_; }
   bool clientGone() const override { return gone_; }
 
+  // Drainable: the response in progress says `connection: close`; a
+  // connection between requests is closed now.
+  void drain() override {
+    draining_ = true;
+    if (!handlerRunning_ && !parser_ && !closing_) {
+      closing_ = true;
+      auto self = this->shared_from_this();
+      asio::co_spawn(stream_.get_executor(), self->beginClose(), asio::detached);
+    }
+  }
+
  private:
   // `buffers` is a named object of the caller's frame (never a temporary in the
   // co_await expression: GCC 12 mishandles those).
@@ -148,7 +161,7 @@ class H1Session final : public ResponseSink,
     } else if (head.status >= 200 && head.status != 204 && head.status != 304) {
       out.append("content-length: ").append(std::to_string(contentLength)).append("\r\n");
     }
-    if (!keepAlive_ || closing_) out.append("connection: close\r\n");
+    if (!keepAlive_ || closing_ || draining_) out.append("connection: close\r\n");
     out.append("\r\n");
     return out;
   }
@@ -277,15 +290,19 @@ class H1Session final : public ResponseSink,
     ex.head.path = std::string(target.substr(0, q));
     if (q != std::string_view::npos) ex.head.query = std::string(target.substr(q + 1));
     ex.head.headers.reserve(std::distance(req.begin(), req.end()));
+    // Fields the Connection header names belong to this hop too (RFC 9110 §7.6.1).
+    std::string_view connection;
+    if (auto it = req.find(http::field::connection); it != req.end()) connection = it->value();
     for (const auto& f : req) {
       std::string name = toLower(f.name_string());
       if (isHopByHopHeader(name) || name == "content-length" || name == "expect") continue;
+      if (!connection.empty() && listsToken(connection, name)) continue;
       ex.head.headers.add(name, f.value());
     }
     ex.head.protocol = Protocol::kHttp1;
     ex.head.tls = config_->tls;
     ex.head.peer = peer_;
-    keepAlive_ = req.keep_alive();
+    keepAlive_ = req.keep_alive() && !draining_;
     isHead_ = req.method() == http::verb::head;
     ex.body = std::move(req.body());
     ex.response = this;
@@ -336,7 +353,7 @@ class H1Session final : public ResponseSink,
     } else if (!finished_) {
       abort();  // a truncated body must not look complete
     }
-    if (!keepAlive_) closing_ = true;
+    if (!keepAlive_ || draining_) closing_ = true;
   }
 
   Task<void> waitHandlerDone() {
@@ -402,6 +419,7 @@ class H1Session final : public ResponseSink,
   Handler handler_;
   asio::steady_timer timer_;
   ConnectionCounter counter_;
+  Registration registration_;
   boost::beast::flat_buffer buffer_;
   std::optional<Parser> parser_;
   std::optional<Exchange> exchange_;
@@ -421,19 +439,19 @@ class H1Session final : public ResponseSink,
   bool closed_ = false;
   bool sentContinue_ = false;
   bool parsing_ = false;
+  bool draining_ = false;
 };
 
 }  // namespace
 
-void startHttp1(tcp::socket socket, std::string initial, std::shared_ptr<const SessionConfig> config,
-                Handler handler) {
-  std::make_shared<H1Session<tcp::socket>>(std::move(socket), std::move(initial), std::move(config),
-                                           std::move(handler))
+void startHttp1(tcp::socket socket, std::string initial, SessionContext context, Handler handler) {
+  std::make_shared<H1Session<tcp::socket>>(std::move(socket), std::move(initial),
+                                           std::move(context), std::move(handler))
       ->start();
 }
 
-void startHttp1(TlsStream stream, std::shared_ptr<const SessionConfig> config, Handler handler) {
-  std::make_shared<H1Session<TlsStream>>(std::move(stream), std::string(), std::move(config),
+void startHttp1(TlsStream stream, SessionContext context, Handler handler) {
+  std::make_shared<H1Session<TlsStream>>(std::move(stream), std::string(), std::move(context),
                                          std::move(handler))
       ->start();
 }

@@ -39,17 +39,18 @@ constexpr std::size_t kWriteBatch = 64 * 1024;
 
 template <class Stream>
 class H2Session final : public H2Connection,
+                        public Drainable,
                         public std::enable_shared_from_this<H2Session<Stream>> {
  public:
-  H2Session(Stream stream, std::string initial, std::shared_ptr<const SessionConfig> config,
-            Handler handler)
+  H2Session(Stream stream, std::string initial, SessionContext context, Handler handler)
       : stream_(std::move(stream)),
         initial_(std::move(initial)),
-        config_(std::move(config)),
+        config_(std::move(context.config)),
         handler_(std::move(handler)),
         writerWake_(stream_.get_executor()),
         idleTimer_(stream_.get_executor()),
-        counter_(config_->stats) {
+        counter_(config_->stats),
+        registration_(context.registry, this) {
     peer_ = peerAddress(lowestLayer(stream_));
   }
 
@@ -66,6 +67,18 @@ class H2Session final : public H2Connection,
     asio::co_spawn(stream_.get_executor(), self->readLoop(), asio::detached);
     asio::co_spawn(stream_.get_executor(), self->writeLoop(), asio::detached);
     asio::co_spawn(stream_.get_executor(), self->idleWatch(), asio::detached);
+    if (registration_.draining()) drain();
+  }
+
+  // Drainable: GOAWAY with the last stream we took; streams already open
+  // finish, and the connection closes once none is left.
+  void drain() override {
+    if (draining_ || closed_) return;
+    draining_ = true;
+    nghttp2_submit_goaway(session_, NGHTTP2_FLAG_NONE,
+                          nghttp2_session_get_last_proc_stream_id(session_), NGHTTP2_NO_ERROR,
+                          nullptr, 0);
+    wakeWriter();
   }
 
   // H2Connection: what a stream asks of its connection ----------------------
@@ -298,7 +311,8 @@ class H2Session final : public H2Connection,
         }
         continue;
       }
-      if (!nghttp2_session_want_read(session_) && !nghttp2_session_want_write(session_)) {
+      if ((!nghttp2_session_want_read(session_) && !nghttp2_session_want_write(session_)) ||
+          (draining_ && streams_.empty())) {
         closeNow();  // GOAWAY sent and nothing left to do
         co_return;
       }
@@ -346,6 +360,7 @@ class H2Session final : public H2Connection,
   asio::steady_timer writerWake_;
   asio::steady_timer idleTimer_;
   ConnectionCounter counter_;
+  Registration registration_;
   nghttp2_session* session_ = nullptr;
   Streams streams_;
   std::vector<std::int32_t> events_;
@@ -353,19 +368,19 @@ class H2Session final : public H2Connection,
   SteadyClock::time_point lastActivity_{};
   bool writeRequested_ = false;
   bool closed_ = false;
+  bool draining_ = false;
 };
 
 }  // namespace
 
-void startHttp2(tcp::socket socket, std::string initial, std::shared_ptr<const SessionConfig> config,
-                Handler handler) {
-  std::make_shared<H2Session<tcp::socket>>(std::move(socket), std::move(initial), std::move(config),
-                                           std::move(handler))
+void startHttp2(tcp::socket socket, std::string initial, SessionContext context, Handler handler) {
+  std::make_shared<H2Session<tcp::socket>>(std::move(socket), std::move(initial),
+                                           std::move(context), std::move(handler))
       ->start();
 }
 
-void startHttp2(TlsStream stream, std::shared_ptr<const SessionConfig> config, Handler handler) {
-  std::make_shared<H2Session<TlsStream>>(std::move(stream), std::string(), std::move(config),
+void startHttp2(TlsStream stream, SessionContext context, Handler handler) {
+  std::make_shared<H2Session<TlsStream>>(std::move(stream), std::string(), std::move(context),
                                          std::move(handler))
       ->start();
 }

@@ -47,10 +47,9 @@ void closeOnTimeout(asio::steady_timer& timer, tcp::socket& socket,
 // Plaintext: HTTP/2 prior knowledge starts with the 24-byte client preface.
 // Compare the bytes (a request line could be 24 bytes long too); read more only
 // while what arrived is still a prefix of the preface.
-Task<void> detectPlaintext(tcp::socket socket, std::shared_ptr<const SessionConfig> config,
-                           Handler handler) {
+Task<void> detectPlaintext(tcp::socket socket, SessionContext context, Handler handler) {
   asio::steady_timer timer(socket.get_executor());
-  closeOnTimeout(timer, socket, config->headerTimeout);
+  closeOnTimeout(timer, socket, context.config->headerTimeout);
   std::string initial;
   char buf[4096];
   bool h2 = false;
@@ -67,24 +66,24 @@ Task<void> detectPlaintext(tcp::socket socket, std::shared_ptr<const SessionConf
   }
   timer.cancel();
   if (h2) {
-    startHttp2(std::move(socket), std::move(initial), std::move(config), std::move(handler));
+    startHttp2(std::move(socket), std::move(initial), std::move(context), std::move(handler));
   } else {
-    startHttp1(std::move(socket), std::move(initial), std::move(config), std::move(handler));
+    startHttp1(std::move(socket), std::move(initial), std::move(context), std::move(handler));
   }
 }
 
 Task<void> handshakeTls(tcp::socket socket, std::shared_ptr<asio::ssl::context> tls,
-                        std::shared_ptr<const SessionConfig> config, Handler handler) {
+                        SessionContext context, Handler handler) {
   TlsStream stream(std::move(socket), *tls);
   asio::steady_timer timer(stream.get_executor());
-  closeOnTimeout(timer, stream.next_layer(), config->headerTimeout);
+  closeOnTimeout(timer, stream.next_layer(), context.config->headerTimeout);
   auto [ec] = co_await stream.async_handshake(asio::ssl::stream_base::server, kTuple);
   timer.cancel();
   if (ec) co_return;  // scanners, wrong protocol, expired: nothing to answer
   if (negotiatedAlpn(stream.native_handle()) == "h2") {
-    startHttp2(std::move(stream), std::move(config), std::move(handler));
+    startHttp2(std::move(stream), std::move(context), std::move(handler));
   } else {
-    startHttp1(std::move(stream), std::move(config), std::move(handler));
+    startHttp1(std::move(stream), std::move(context), std::move(handler));
   }
 }
 
@@ -99,10 +98,10 @@ struct Runtime::Impl {
   std::vector<WorkGuard> guards;
   std::mutex acceptorsMutex;
   std::vector<std::shared_ptr<tcp::acceptor>> acceptors;
+  std::vector<std::unique_ptr<SessionRegistry>> registries;  // one per worker
   ServerStats stats;
 
-  Task<void> acceptLoop(std::shared_ptr<tcp::acceptor> acceptor,
-                        std::shared_ptr<const SessionConfig> config,
+  Task<void> acceptLoop(std::shared_ptr<tcp::acceptor> acceptor, SessionContext context,
                         std::shared_ptr<asio::ssl::context> tls, Handler handler) {
     auto executor = acceptor->get_executor();
     for (;;) {
@@ -118,10 +117,10 @@ struct Runtime::Impl {
       boost::system::error_code ignored;
       socket.set_option(tcp::no_delay(true), ignored);
       if (tls) {
-        asio::co_spawn(executor, handshakeTls(std::move(socket), tls, config, handler),
+        asio::co_spawn(executor, handshakeTls(std::move(socket), tls, context, handler),
                        asio::detached);
       } else {
-        asio::co_spawn(executor, detectPlaintext(std::move(socket), config, handler),
+        asio::co_spawn(executor, detectPlaintext(std::move(socket), context, handler),
                        asio::detached);
       }
     }
@@ -134,6 +133,7 @@ Runtime::Runtime(unsigned workers) : impl_(std::make_unique<Impl>()) {
     // concurrency hint 1: each context is only ever run by its own thread.
     impl_->contexts.push_back(std::make_unique<asio::io_context>(1));
     impl_->guards.emplace_back(impl_->contexts.back()->get_executor());
+    impl_->registries.push_back(std::make_unique<SessionRegistry>());
   }
 }
 
@@ -160,6 +160,19 @@ config::Endpoint Runtime::listen(const ListenerOptions& options,
 
   tcp::endpoint endpoint = resolveEndpoint(options.address);
   config::Endpoint bound = options.address;
+  if (endpoint.port() != 0) {
+    // SO_REUSEPORT would let us share a port another process already serves
+    // (the kernel would split its connections between us): probe without it.
+    tcp::acceptor probe(*impl_->contexts[0]);
+    boost::system::error_code ec;
+    probe.open(endpoint.protocol(), ec);
+    if (!ec) probe.set_option(asio::socket_base::reuse_address(true), ec);
+    if (!ec) probe.bind(endpoint, ec);
+    if (ec) {
+      throw std::runtime_error("cannot listen on " + options.address.text() + " (" +
+                               options.name + "): " + ec.message());
+    }
+  }
   for (unsigned i = 0; i < workers(); ++i) {
     auto acceptor = std::make_shared<tcp::acceptor>(*impl_->contexts[i]);
     boost::system::error_code ec;
@@ -184,7 +197,9 @@ config::Endpoint Runtime::listen(const ListenerOptions& options,
       std::lock_guard lock(impl_->acceptorsMutex);
       impl_->acceptors.push_back(acceptor);
     }
-    asio::co_spawn(*impl_->contexts[i], impl_->acceptLoop(acceptor, config, tls, handlerFor(i)),
+    asio::co_spawn(*impl_->contexts[i],
+                   impl_->acceptLoop(acceptor, SessionContext{config, impl_->registries[i].get()},
+                                     tls, handlerFor(i)),
                    asio::detached);
   }
   return bound;
@@ -205,6 +220,16 @@ void Runtime::stopAccepting() {
     asio::post(acceptor->get_executor(), [acceptor] {
       boost::system::error_code ec;
       acceptor->close(ec);
+    });
+  }
+  for (unsigned i = 0; i < workers(); ++i) {
+    asio::post(*impl_->contexts[i], [registry = impl_->registries[i].get()] {
+      registry->draining = true;
+      // drain() may close a session, which unregisters it: iterate a copy.
+      std::vector<Drainable*> sessions(registry->live.begin(), registry->live.end());
+      for (Drainable* s : sessions) {
+        if (registry->live.count(s)) s->drain();
+      }
     });
   }
 }

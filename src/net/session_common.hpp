@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <unordered_set>
 
 #include "relay/common/json_write.hpp"
 #include "relay/config/config.hpp"
@@ -31,6 +32,7 @@ struct SessionConfig {
   bool tls = false;
 };
 
+
 inline tcp::socket& lowestLayer(tcp::socket& s) { return s; }
 inline tcp::socket& lowestLayer(TlsStream& s) { return s.next_layer(); }
 
@@ -43,6 +45,10 @@ std::string peerAddress(tcp::socket& socket);
 // True for header fields that describe one hop only (RFC 9110 §7.6.1, RFC 9113
 // §8.2.2): they never cross from one connection to another.
 bool isHopByHopHeader(std::string_view lowerName);
+
+// True when the comma-separated `list` (a Connection header value) names
+// `lowerToken`, ignoring case and optional whitespace.
+bool listsToken(std::string_view list, std::string_view lowerToken);
 
 // Canonical reason phrase for a status line ("OK", "Not Found", ...).
 std::string_view reasonPhrase(int status);
@@ -63,17 +69,54 @@ class ConnectionCounter {
   ServerStats* stats_;
 };
 
+// A live session that can be asked to wind down (graceful shutdown).
+class Drainable {
+ public:
+  virtual ~Drainable() = default;
+  // Stop taking new requests: HTTP/2 sends GOAWAY, HTTP/1.1 answers the
+  // request in progress with `connection: close` or closes an idle connection.
+  // Open exchanges finish. Called on the session's own worker thread.
+  virtual void drain() = 0;
+};
+
+// The live sessions of one worker; touched only from that worker's thread.
+struct SessionRegistry {
+  std::unordered_set<Drainable*> live;
+  bool draining = false;
+};
+
+// Adds a session to its worker's registry for as long as it lives.
+class Registration {
+ public:
+  Registration(SessionRegistry* registry, Drainable* session)
+      : registry_(registry), session_(session) {
+    if (registry_) registry_->live.insert(session_);
+  }
+  ~Registration() {
+    if (registry_) registry_->live.erase(session_);
+  }
+  Registration(const Registration&) = delete;
+  Registration& operator=(const Registration&) = delete;
+  bool draining() const { return registry_ && registry_->draining; }
+
+ private:
+  SessionRegistry* registry_;
+  Drainable* session_;
+};
+
+// Per connection: the listener's settings and the worker's registry.
+struct SessionContext {
+  std::shared_ptr<const SessionConfig> config;
+  SessionRegistry* registry = nullptr;
+};
+
 // Starts HTTP/1.1 on an accepted connection; `initial` holds bytes already read
 // (the h2c preface check). Defined in h1_session.cpp.
-void startHttp1(tcp::socket socket, std::string initial, std::shared_ptr<const SessionConfig> config,
-                Handler handler);
-void startHttp1(TlsStream stream, std::shared_ptr<const SessionConfig> config,
-                Handler handler);
+void startHttp1(tcp::socket socket, std::string initial, SessionContext context, Handler handler);
+void startHttp1(TlsStream stream, SessionContext context, Handler handler);
 
 // Starts HTTP/2 (h2c after the preface, or h2 after ALPN). Defined in h2_session.cpp.
-void startHttp2(tcp::socket socket, std::string initial, std::shared_ptr<const SessionConfig> config,
-                Handler handler);
-void startHttp2(TlsStream stream, std::shared_ptr<const SessionConfig> config,
-                Handler handler);
+void startHttp2(tcp::socket socket, std::string initial, SessionContext context, Handler handler);
+void startHttp2(TlsStream stream, SessionContext context, Handler handler);
 
 }  // namespace relay::net

@@ -1,6 +1,7 @@
 #include "relay/pipeline/snapshot.hpp"
 
 #include "relay/admission/clock.hpp"
+#include "relay/upstream/resilience_config.hpp"
 
 namespace relay::pipeline {
 
@@ -37,8 +38,12 @@ admission::BudgetOptions budgetOptionsFor(const config::Key& key) {
 
 }  // namespace
 
-Snapshot::Snapshot(config::Config cfg, const Snapshot* previous)
-    : config(std::move(cfg)), keys(config.keys), catalog(config.upstreams) {
+Snapshot::Snapshot(config::Config cfg, const Services& services, const Snapshot* previous)
+    : config(std::move(cfg)),
+      keys(config.keys),
+      catalog(config.upstreams),
+      planner(upstream::retryOptions(config.retry)),
+      metrics(*services.metrics) {
   for (const config::Key& key : config.keys) {
     admission::LimitOptions options = limitOptionsFor(key);
     std::shared_ptr<admission::KeyLimiter> limiter;
@@ -67,6 +72,19 @@ Snapshot::Snapshot(config::Config cfg, const Snapshot* previous)
     budgets = std::make_shared<admission::BudgetStore>(budgetKeys, config.stateDir, now);
     budgets->load(now);
   }
+
+  upstreamStates = std::make_shared<upstream::UpstreamStates>(upstream::upstreamOptions(config));
+  for (const upstream::ModelRoute& route : catalog.routes()) {
+    std::vector<const upstream::ModelRoute*> chain;
+    auto it = config.routes.find(route.model);
+    if (it != config.routes.end()) {
+      for (const std::string& model : it->second.fallbackModels) {
+        if (const upstream::ModelRoute* r = catalog.route(model); r && r != &route) chain.push_back(r);
+      }
+    }
+    fallbacks.push_back(std::move(chain));
+  }
+  telemetry = std::make_shared<telemetry::Telemetry>(metrics, services.accessLog, config);
 }
 
 }  // namespace relay::pipeline

@@ -22,6 +22,7 @@ std::string_view StreamTransform::push(std::string_view bytes) {
 bool StreamTransform::inspect(const sse::Event& e) {
   if (!e.dispatches()) return false;
   sawEvent_ = true;
+  ++events_;
   if (e.data == "[DONE]") {
     sawDone_ = true;
     // A Moonshot stream's usage arrives in a choice; a caller who asked for

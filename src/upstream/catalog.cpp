@@ -26,7 +26,9 @@ Catalog::Catalog(const std::vector<config::Upstream>& upstreams) {
     }
   }
   for (auto& [model, candidates] : byModel) {
-    routes_.push_back(ModelRoute{routes_.size(), model, std::move(candidates)});
+    std::vector<std::size_t> indexes;
+    for (const Candidate& c : candidates) indexes.push_back(c.upstream);
+    routes_.push_back(ModelRoute{routes_.size(), model, std::move(candidates), std::move(indexes)});
   }
 }
 

@@ -227,9 +227,8 @@ describe('upstream failures', () => {
     return { status: res.status, error: body.error };
   }
 
-  // Retries are DESIGN.md step 8, beyond the foundation issue: until the
-  // gateway retries, this reports as "todo" instead of failing the run.
-  test('a single upstream 503 is retried before anything reaches the caller', { todo: 'retries not built yet' }, async () => {
+  // A retryable upstream error is retried before the caller sees anything.
+  test('a single upstream 503 is retried before anything reaches the caller', async () => {
     await env.holysheep.setFault('status=503;times=1');
     const res = await postChat(env.relay, chatRequest({ model: 'kimi-agent-swarm' }), { key: KEYS.full });
     const text = await res.text();

@@ -14,6 +14,7 @@
 import { after, afterEach, before, beforeEach } from 'node:test';
 
 import { relayConfig, startMock, startRelay } from './harness.mjs';
+import { createTestCa } from './tls.mjs';
 
 export const KEYS = {
   full: 'kr-test-full-7d1e0c53a9b24f6e8c1a5b3d9e2f4a6c',
@@ -40,13 +41,25 @@ export const SECRETS = [...Object.values(KEYS), ...Object.values(UPSTREAM_KEYS)]
 // `extra` adds top-level config sections. Returns
 // {relay, holysheep, moonshot, mocks, config, restartRelay(), stop()};
 // stop() ends all three.
+// `tls: true` also makes a test CA (tls.mjs) and a TLS listener on
+// 127.0.0.1:0 with its server certificate: env.tls is the CA
+// ({caCert, caPem, cert, key, ...}) and env.relay.tlsUrl the listener's URL;
+// stop() deletes the certificates.
 // `env` is the object to fill (a fresh one by default).
-export async function startTopology({ server = {}, upstreams = [], extra = {}, mockArgs = {} } = {}, env = {}) {
+export async function startTopology({ server = {}, upstreams = [], extra = {}, mockArgs = {}, tls = false } = {}, env = {}) {
   const started = [];
   const stop = async () => {
     await Promise.all([...started, env.relay].filter(Boolean).map((p) => p.stop()));
+    env.tls?.cleanup();
   };
   try {
+    if (tls) {
+      env.tls = createTestCa();
+      server = {
+        ...server,
+        tls_listen: [...(server.tls_listen ?? []), { address: '127.0.0.1:0', cert: env.tls.cert, key: env.tls.key }],
+      };
+    }
     const [holysheep, moonshot] = await Promise.all([
       startMock({ name: 'holysheep', apiKey: UPSTREAM_KEYS.holysheep, ...mockArgs.holysheep }),
       startMock({ name: 'moonshot', apiKey: UPSTREAM_KEYS.moonshot, moonshot: true, ...mockArgs.moonshot }),

@@ -227,9 +227,12 @@ export function headerValue(recorded, name) {
 // Starts kimi-relay with `config` (YAML text, or an object rendered with toYaml)
 // written to a fresh temp directory. Resolves once the main and admin
 // listeners are logged. `env` is added to the environment (for ${VAR} secrets).
-//   {url, adminUrl, process, configPath, logs(), stop(signal)}
+//   {url, adminUrl, tlsUrl, process, configPath, logs(), stop(signal)}
 // `url` is the first plaintext listener, e.g. http://127.0.0.1:PORT (no /v1).
-export async function startRelay(config, { env, expectTls = false } = {}) {
+// `tlsUrl` is the first TLS listener (https://127.0.0.1:PORT); startRelay waits
+// for it when `expectTls` is true, which is the default for a config object
+// whose server.tls_listen is not empty (tls.mjs makes the certificates).
+export async function startRelay(config, { env, expectTls = Boolean(config?.server?.tls_listen?.length) } = {}) {
   const yaml = typeof config === 'string' ? config : toYaml(config);
   const dir = mkdtempSync(join(tmpdir(), 'kimi-relay-test-'));
   const configPath = join(dir, 'relay.yaml');

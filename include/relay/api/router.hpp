@@ -5,6 +5,7 @@
 
 #include "relay/net/exchange.hpp"
 #include "relay/pipeline/worker.hpp"
+#include "relay/telemetry/metrics.hpp"
 
 namespace relay::api {
 
@@ -15,9 +16,10 @@ net::Handler mainHandler(pipeline::Worker& worker);
 struct AdminState {
   std::atomic<bool> ready{false};     // false before start-up finishes and while draining
   std::atomic<bool> draining{false};
+  telemetry::Metrics* metrics = nullptr;
 };
 
-// The admin listener's handler: /healthz, /readyz.
+// The admin listener's handler: /healthz, /readyz, /metrics.
 net::Handler adminHandler(AdminState& state);
 
 }  // namespace relay::api

@@ -119,6 +119,9 @@ struct Timeouts {
   std::uint32_t firstByteMs = 15'000;
   std::uint32_t idleMs = 30'000;
   std::uint32_t totalMs = 600'000;
+  // When every upstream of a model is at its max_concurrency or rpm, how long a
+  // request waits for room before a 429 (bounded by total_ms).
+  std::uint32_t queueMs = 5'000;
 };
 
 struct Route {

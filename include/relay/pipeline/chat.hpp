@@ -8,6 +8,8 @@
 #include "relay/common/chat_request.hpp"
 #include "relay/net/exchange.hpp"
 #include "relay/pipeline/respond.hpp"
+#include "relay/pipeline/snapshot.hpp"
+#include "relay/telemetry/record.hpp"
 #include "relay/pipeline/worker.hpp"
 
 namespace relay::pipeline {
@@ -19,6 +21,7 @@ struct ChatPlan {
   const upstream::ModelRoute* route = nullptr;
   std::uint64_t promptEstimate = 0;    // tokens, from the message text (token_estimate.hpp)
   admission::Reservation reservation;  // tokens and a concurrency slot, settled at the end
+  std::optional<telemetry::RefusalReason> refusal;  // why admission said no, for metrics
 };
 
 // Everything decided before an upstream is involved, in this order:

@@ -12,16 +12,26 @@
 #include "relay/admission/key_limiter.hpp"
 #include "relay/admission/key_store.hpp"
 #include "relay/config/config.hpp"
+#include "relay/telemetry/metrics.hpp"
+#include "relay/telemetry/telemetry.hpp"
 #include "relay/upstream/catalog.hpp"
+#include "relay/upstream/retry_planner.hpp"
+#include "relay/upstream/upstream_state.hpp"
 
 namespace relay::pipeline {
+
+// Process-wide services that outlive every snapshot.
+struct Services {
+  telemetry::Metrics* metrics = nullptr;      // required
+  telemetry::AccessLog* accessLog = nullptr;  // null: no access log
+};
 
 struct Snapshot {
   // Builds the serving state for `cfg`. Limiters of keys whose limits did not
   // change are taken over from `previous`. Throws std::invalid_argument when
   // the config cannot be served (a bad base_url) and admission::BudgetStateError
   // when the budget state file is corrupt.
-  explicit Snapshot(config::Config cfg, const Snapshot* previous = nullptr);
+  Snapshot(config::Config cfg, const Services& services, const Snapshot* previous = nullptr);
   Snapshot(const Snapshot&) = delete;
   Snapshot& operator=(const Snapshot&) = delete;
 
@@ -31,6 +41,13 @@ struct Snapshot {
   // Indexed like keys.tenants() (the config's key order).
   std::vector<std::shared_ptr<admission::KeyLimiter>> limiters;
   std::shared_ptr<admission::BudgetStore> budgets;
+  // Health, retry budgets and shaping per upstream (indexed like the catalog).
+  std::shared_ptr<upstream::UpstreamStates> upstreamStates;
+  const upstream::RetryPlanner planner;
+  // Per route (catalog index): the routes of its fallback models, in order.
+  std::vector<std::vector<const upstream::ModelRoute*>> fallbacks;
+  std::shared_ptr<telemetry::Telemetry> telemetry;
+  telemetry::Metrics& metrics;
 };
 
 admission::LimitOptions limitOptionsFor(const config::Key& key);

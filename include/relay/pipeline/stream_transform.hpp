@@ -36,6 +36,8 @@ class StreamTransform {
   // Bytes of an event the upstream started but never finished.
   std::size_t pendingBytes() const { return parser_.pendingBytes(); }
   bool sawEvent() const { return sawEvent_; }
+  // Data events seen so far (about one token each in a chat stream).
+  std::uint64_t events() const { return events_; }
   const std::optional<sse::Usage>& usage() const { return usage_; }
 
  private:
@@ -52,6 +54,7 @@ class StreamTransform {
   bool failed_ = false;
   bool sawDone_ = false;
   bool sawEvent_ = false;
+  std::uint64_t events_ = 0;
 };
 
 }  // namespace relay::pipeline

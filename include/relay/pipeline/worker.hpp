@@ -21,6 +21,11 @@ class Worker {
   upstream::ClientPool& clients() { return *clients_; }
   // The selector of `route` (its position in the catalog's routes).
   upstream::SmoothWeightedSelector& selector(std::size_t route) { return selectors_.at(route); }
+  // The selector of `route` in `snapshot`, or nullptr when this worker has
+  // moved on to a newer snapshot (a reload raced a request in flight).
+  upstream::SmoothWeightedSelector* selector(const Snapshot& snapshot, std::size_t route) {
+    return &snapshot == snapshot_.get() && route < selectors_.size() ? &selectors_[route] : nullptr;
+  }
 
   // Switches to a reloaded config (called on the worker's own thread). The
   // connection pool is kept when the upstreams' addresses did not change;

@@ -30,6 +30,7 @@ struct ModelRoute {
   std::size_t index = 0;  // position in Catalog::routes()
   std::string model;      // the client's model id
   std::vector<Candidate> candidates;
+  std::vector<std::size_t> upstreams;  // candidates[i].upstream, for pickUpstream()
 };
 
 class Catalog {

@@ -31,7 +31,8 @@ enum class Verdict { kAccepted, kRefused, kUnknown };
 // then says nothing about the rest of the text: those inputs are skipped.
 Verdict oracle(const std::string& text) {
   try {
-    (void)nlohmann::json::parse(text);
+    auto parsed = nlohmann::json::parse(text);
+    (void)parsed;
     return Verdict::kAccepted;
   } catch (const nlohmann::json::out_of_range&) {
     return Verdict::kUnknown;

@@ -1,0 +1,346 @@
+// The retry loop. Invariant: nothing here writes to the caller — every retry,
+// failover and fallback happens before the first byte of the answer leaves,
+// so a retry can never duplicate or splice output.
+#include "chat_forward.hpp"
+
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <random>
+
+#include "relay/common/json_write.hpp"
+#include "relay/pipeline/steps.hpp"
+#include "relay/pipeline/upstream_error.hpp"
+#include "relay/upstream/pick.hpp"
+#include "relay/upstream/retry_after.hpp"
+
+namespace relay::pipeline {
+namespace {
+
+using upstream::AttemptFailure;
+using upstream::FailureClass;
+using upstream::FailureKind;
+
+// Relays chained deeper than this are a loop.
+constexpr unsigned kMaxHops = 8;
+// While every upstream is at its cap and no time of release is known, look again this often.
+constexpr std::chrono::milliseconds kQueuePoll{10};
+
+std::uint64_t randomBits() {
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  return rng();
+}
+
+telemetry::UpstreamFailure telemetryReason(const AttemptFailure& f) {
+  switch (f.kind) {
+    case FailureClass::kConnectError: return telemetry::UpstreamFailure::kConnectError;
+    case FailureClass::kTimeout: return telemetry::UpstreamFailure::kTimeout;
+    case FailureClass::kReset: return telemetry::UpstreamFailure::kReset;
+    case FailureClass::kProtocolError: return telemetry::UpstreamFailure::kOther;
+    case FailureClass::kHttpStatus:
+      if (f.status == 429) return telemetry::UpstreamFailure::kRateLimited;
+      return f.status >= 500 ? telemetry::UpstreamFailure::kServerError
+                             : telemetry::UpstreamFailure::kOther;
+  }
+  return telemetry::UpstreamFailure::kOther;
+}
+
+ErrorAnswer gatewayError(int status, std::string_view message, std::string_view type,
+                         std::string code) {
+  ErrorAnswer e;
+  e.status = status;
+  e.body = openAiErrorJson(message, type, code);
+  e.code = std::move(code);
+  return e;
+}
+
+// One attempt's failure, kept for the answer if nothing succeeds.
+struct Tried {
+  std::string upstream;
+  std::string what;  // "connection refused", "HTTP 503"
+  AttemptFailure failure;
+  std::optional<ErrorAnswer> passthrough;  // an upstream error response
+  FailureKind transport = FailureKind::kNone;
+};
+
+class Forwarder {
+ public:
+  Forwarder(Worker& worker, const Snapshot& snap, ForwardRequest& req)
+      : worker_(worker), snap_(snap), req_(req), history_(snap.catalog.upstreams().size()) {
+    const auto& t = snap.config.timeouts;
+    deadline_ = req.start + std::chrono::milliseconds(t.totalMs);
+    queueDeadline_ = std::min(deadline_, SteadyClock::now() + std::chrono::milliseconds(t.queueMs));
+    maxAttempts_ = req.hops > 0 ? 1 : snap.config.retry.maxAttempts;  // the outer relay retries
+    forwardHeaders_ = forwardableHeaders(req.exchange.head.headers);
+    forwardHeaders_.set("x-request-id", req.record.requestId());
+    forwardHeaders_.set("content-type", "application/json");  // the body was validated as JSON
+    forwardHeaders_.set("accept-encoding", "identity");       // SSE is relayed as it comes
+    forwardHeaders_.set("x-relay-hops", std::to_string(req.hops + 1));
+  }
+
+  net::Task<Forwarded> run() {
+    if (req_.hops >= kMaxHops) {
+      co_return fail(gatewayError(508,
+                                  "x-relay-hops is " + std::to_string(req_.hops) +
+                                      ": the request has passed through too many relays, "
+                                      "probably a loop in their upstream configuration",
+                                  "server_error", "relay_loop_detected"));
+    }
+    const upstream::ModelRoute* first = req_.plan.route;
+    std::vector<const upstream::ModelRoute*> models{first};
+    for (const upstream::ModelRoute* fb : snap_.fallbacks[first->index]) {
+      if (req_.plan.tenant->mayUse(fb->model)) models.push_back(fb);
+    }
+    for (std::size_t m = 0; m < models.size() && !exhausted(); ++m) {
+      if (m > 0 && !tried_.empty()) {
+        snap_.telemetry->fallback(static_cast<std::uint32_t>(lastUpstream_),
+                                  telemetry::FallbackKind::kModel,
+                                  telemetryReason(tried_.back().failure));
+      }
+      std::optional<Forwarded> done = co_await tryModel(*models[m]);
+      if (done) co_return std::move(*done);
+    }
+    co_return fail(finalAnswer());
+  }
+
+ private:
+  bool exhausted() const {
+    return giveUp_ || history_.attempts() >= maxAttempts_ || SteadyClock::now() >= deadline_;
+  }
+
+  Forwarded fail(ErrorAnswer e) {
+    Forwarded f;
+    f.error = std::move(e);
+    return f;
+  }
+
+  // Attempts on the upstreams of one model; nullopt when they are exhausted.
+  net::Task<std::optional<Forwarded>> tryModel(const upstream::ModelRoute& route) {
+    upstream::UpstreamStates& states = *snap_.upstreamStates;
+    while (!exhausted()) {
+      auto now = SteadyClock::now();
+      upstream::SmoothWeightedSelector* selector = worker_.selector(snap_, route.index);
+      upstream::SmoothWeightedSelector fallbackSelector = fallbackFor(route);
+      upstream::PickResult pick =
+          upstream::pickUpstream(states, selector ? *selector : fallbackSelector, route.upstreams,
+                                 history_, history_.attempts() > 0, now);
+      if (!pick.lease) {
+        if (pick.refusal == upstream::PickRefusal::kFull) {
+          if (now < queueDeadline_) {  // wait for room, boundedly
+            auto until = std::min(pick.retryAt.value_or(now + kQueuePoll), queueDeadline_);
+            co_await sleepUntil(until);
+            continue;
+          }
+          full_ = true;
+          fullRetryAt_ = pick.retryAt;
+          snap_.telemetry->refusal(telemetry::RefusalReason::kUpstreamCapacity);
+        } else if (pick.refusal == upstream::PickRefusal::kBudget) {
+          budgetRefused_ = true;
+          snap_.telemetry->refusal(telemetry::RefusalReason::kRetryBudget);
+        }
+        co_return std::nullopt;  // next fallback model, if any
+      }
+      upstream::Lease lease = std::move(*pick.lease);
+      history_.recordAttempt(lease.upstream);
+      req_.record.attempts = history_.attempts();
+      if (history_.attempts() > 1 && !tried_.empty()) {
+        snap_.telemetry->retry(static_cast<std::uint32_t>(lease.upstream),
+                               telemetryReason(tried_.back().failure));
+      }
+      std::optional<Forwarded> ok = co_await attempt(route, std::move(lease));
+      if (ok) co_return ok;
+      if (req_.exchange.response->clientGone()) {
+        giveUp_ = true;
+        co_return std::nullopt;
+      }
+      const Tried& last = tried_.back();
+      upstream::RetryDecision d = snap_.planner.plan(last.failure, history_.attempts(),
+                                                     SteadyClock::now(), deadline_, randomBits());
+      if (!d.retry()) {
+        giveUp_ = true;
+        co_return std::nullopt;
+      }
+      if (d.action == upstream::RetryAction::kRetryElsewhere) {
+        history_.exclude(lastUpstream_);
+      } else if (d.delay.count() > 0) {
+        co_await sleepUntil(SteadyClock::now() + d.delay);
+      }
+    }
+    co_return std::nullopt;
+  }
+
+  // One request to one upstream. A 2xx head is success; anything else is
+  // recorded in tried_ (and reported to the upstream's health).
+  net::Task<std::optional<Forwarded>> attempt(const upstream::ModelRoute& route,
+                                              upstream::Lease lease) {
+    const std::size_t u = lease.upstream;
+    lastUpstream_ = u;
+    const upstream::UpstreamInfo& info = snap_.catalog.upstreams()[u];
+    const upstream::Candidate& candidate = route.candidates[lease.candidate];
+    upstream::UpstreamState& state = (*snap_.upstreamStates)[u];
+
+    body_.clear();
+    rewriteChatRequest(req_.exchange.body, req_.plan.fields,
+                       ChatRewrite{candidate.upstreamModel, true}, body_);
+    upstream::OutgoingRequest out;
+    out.method = "POST";
+    out.path = info.target.path("/chat/completions");
+    out.headers = forwardHeaders_;
+    out.headers.set("authorization", info.authorization);
+    out.body = body_;
+
+    upstream::Deadlines d;
+    const auto& t = snap_.config.timeouts;
+    d.connect = std::chrono::milliseconds(t.connectMs);
+    d.firstByte = std::chrono::milliseconds(t.firstByteMs);
+    d.idle = std::chrono::milliseconds(t.idleMs);
+    d.total = deadline_;
+
+    upstream::Failure failure;
+    auto sent = SteadyClock::now();
+    std::unique_ptr<upstream::ResponseStream> resp =
+        co_await worker_.clients().send(u, out, d, failure);
+    auto headAt = SteadyClock::now();
+    req_.record.addWait(headAt - sent);
+    req_.record.upstreamUs =
+        std::chrono::duration_cast<std::chrono::microseconds>(headAt - sent).count();
+    std::uint64_t ejectionsBefore = state.health().ejectionsTotal();
+
+    Tried tried;
+    tried.upstream = info.name;
+    if (!resp) {
+      auto cls = upstream::failureClassFromName(upstream::failureClass(failure.kind));
+      tried.failure = AttemptFailure{cls.value_or(FailureClass::kConnectError), 0, std::nullopt, true};
+      tried.transport = failure.kind;
+      tried.what = upstream::describe(failure);
+      // A request that ran out of total time says nothing about the upstream.
+      lease.report(failure.kind == FailureKind::kTotalTimeout ? upstream::HealthVerdict::kNeutral
+                                                               : upstream::healthVerdict(tried.failure),
+                   headAt);
+    } else if (resp->status() >= 200 && resp->status() < 300) {
+      lease.report(upstream::HealthVerdict::kSuccess, headAt);
+      Forwarded f;
+      f.response = std::move(resp);
+      f.lease = std::move(lease);
+      f.upstream = u;
+      f.route = &route;
+      co_return f;
+    } else {
+      std::string body;
+      if (!co_await resp->readAll(body)) body.clear();
+      UpstreamErrorView view = normaliseUpstreamError(info.name, resp->status(), body);
+      const Headers& h = resp->headers();
+      bool upstreamSaysNo = h.get("x-should-retry") == "false";
+      tried.failure = AttemptFailure{
+          FailureClass::kHttpStatus, resp->status(),
+          upstream::upstreamRetryDelay(h.get("retry-after-ms"), h.get("retry-after"),
+                                       std::chrono::system_clock::now()),
+          view.retryable && !upstreamSaysNo};
+      tried.what = "HTTP " + std::to_string(resp->status());
+      ErrorAnswer pass;
+      pass.status = resp->status();
+      pass.body = std::move(view.body);
+      pass.code = view.code;
+      for (const char* name : {"retry-after", "retry-after-ms"}) {
+        if (const std::string* v = h.find(name)) pass.headers.add(name, *v);
+      }
+      if (!tried.failure.retryable) pass.headers.add("x-should-retry", "false");
+      tried.passthrough = std::move(pass);
+      lease.report(tried.failure, SteadyClock::now());
+    }
+    lease.release();
+    if (state.health().ejectionsTotal() > ejectionsBefore) {
+      snap_.telemetry->ejection(static_cast<std::uint32_t>(u),
+                                telemetry::EjectionReason::kConsecutiveFailures);
+    }
+    tried_.push_back(std::move(tried));
+    co_return std::nullopt;
+  }
+
+  // The answer when no attempt succeeded.
+  ErrorAnswer finalAnswer() {
+    const std::string& model = req_.plan.route->model;
+    if (tried_.empty()) {
+      if (full_) {
+        ErrorAnswer e = gatewayError(
+            429,
+            "Every upstream serving '" + model +
+                "' is at its concurrency or rate cap (max_concurrency / rpm); try again shortly.",
+            "requests", "upstream_capacity");
+        auto wait = fullRetryAt_ ? *fullRetryAt_ - SteadyClock::now() : std::chrono::seconds(1);
+        auto secs = std::max<long long>(
+            1, std::chrono::ceil<std::chrono::seconds>(wait).count());
+        e.headers.add("retry-after", std::to_string(secs));
+        return e;
+      }
+      return gatewayError(503, "No upstream is available for the model '" + model + "'.",
+                          "server_error", "no_upstream_available");
+    }
+    // The last upstream answered with an error: that answer, with its status
+    // and its words, is the most honest thing to pass on.
+    const Tried& last = tried_.back();
+    if (last.passthrough) return *last.passthrough;
+    std::string what;
+    bool allTimeouts = true;
+    for (const Tried& t : tried_) {
+      if (!what.empty()) what += "; ";
+      what += t.upstream + ": " + t.what;
+      allTimeouts = allTimeouts && t.failure.kind == FailureClass::kTimeout;
+    }
+    std::string why = budgetRefused_ ? " (the retry budget refused further retries)" : "";
+    if (allTimeouts) {
+      return gatewayError(504,
+                          "No upstream answered the model '" + model + "' in time after " +
+                              std::to_string(tried_.size()) + " attempt(s): " + what + why + ".",
+                          "server_error", "upstream_timeout");
+    }
+    // One upstream that cannot be reached is a bad gateway (502); when several
+    // were tried and none could serve, the service is unavailable (503).
+    bool oneUpstream = true;
+    for (const Tried& t : tried_) oneUpstream = oneUpstream && t.upstream == tried_.front().upstream;
+    return gatewayError(oneUpstream ? 502 : 503,
+                        "No upstream could serve the model '" + model + "' after " +
+                            std::to_string(tried_.size()) + " attempt(s): " + what + why + ".",
+                        "server_error", "upstream_unavailable");
+  }
+
+  // A one-off selector for a route the worker has no selector for (a reload
+  // raced this request): plain weights, no shared state.
+  static upstream::SmoothWeightedSelector fallbackFor(const upstream::ModelRoute& route) {
+    std::vector<std::uint32_t> weights;
+    for (const auto& c : route.candidates) weights.push_back(c.weight);
+    return upstream::SmoothWeightedSelector(std::move(weights));
+  }
+
+  net::Task<void> sleepUntil(SteadyClock::time_point when) {
+    auto start = SteadyClock::now();
+    boost::asio::steady_timer timer(co_await boost::asio::this_coro::executor, when);
+    co_await timer.async_wait(boost::asio::use_awaitable);  // throws if the caller left
+    req_.record.addWait(SteadyClock::now() - start);
+  }
+
+  Worker& worker_;
+  const Snapshot& snap_;
+  ForwardRequest& req_;
+  upstream::AttemptHistory history_;
+  std::vector<Tried> tried_;
+  Headers forwardHeaders_;
+  std::string body_;
+  SteadyClock::time_point deadline_;
+  SteadyClock::time_point queueDeadline_;
+  std::optional<SteadyClock::time_point> fullRetryAt_;
+  std::size_t lastUpstream_ = 0;
+  unsigned maxAttempts_ = 1;
+  bool giveUp_ = false;
+  bool full_ = false;
+  bool budgetRefused_ = false;
+};
+
+}  // namespace
+
+net::Task<Forwarded> forwardChat(Worker& worker, const Snapshot& snapshot, ForwardRequest request) {
+  Forwarder forwarder(worker, snapshot, request);
+  co_return co_await forwarder.run();
+}
+
+}  // namespace relay::pipeline

@@ -1,0 +1,45 @@
+// Forwarding a chat request: pick an upstream, send, and on failure retry,
+// fail over and fall back — only while nothing has been sent to the caller.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "chat_record.hpp"
+#include "relay/pipeline/worker.hpp"
+#include "relay/upstream/client.hpp"
+#include "relay/upstream/upstream_state.hpp"
+
+namespace relay::pipeline {
+
+// An answer the gateway gives instead of an upstream's 2xx: an upstream error
+// passed through (OpenAI-shaped) or the gateway's own.
+struct ErrorAnswer {
+  int status = 502;
+  std::string body;  // OpenAI-shaped JSON
+  std::string code;  // for the record
+  Headers headers;   // retry-after, x-should-retry, ...
+};
+
+struct Forwarded {
+  // Success: a 2xx head whose body is still to be read. The lease holds the
+  // upstream's concurrency slot until the body is done.
+  std::unique_ptr<upstream::ResponseStream> response;
+  std::optional<upstream::Lease> lease;
+  std::size_t upstream = 0;
+  const upstream::ModelRoute* route = nullptr;  // the model that answered
+  std::optional<ErrorAnswer> error;             // set when there is no response
+};
+
+struct ForwardRequest {
+  const net::Exchange& exchange;
+  ChatPlan& plan;
+  ChatRecord& record;
+  unsigned hops = 0;  // x-relay-hops of the caller: another relay's attempts count
+  SteadyClock::time_point start;
+};
+
+net::Task<Forwarded> forwardChat(Worker& worker, const Snapshot& snapshot, ForwardRequest request);
+
+}  // namespace relay::pipeline

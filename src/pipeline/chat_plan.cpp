@@ -1,0 +1,95 @@
+// The checks made before any upstream is involved (chat.hpp: planChat).
+#include "relay/admission/token_estimate.hpp"
+#include "relay/pipeline/chat.hpp"
+#include "relay/pipeline/steps.hpp"
+
+namespace relay::pipeline {
+namespace {
+
+// The models a caller may use, comma separated, for error messages.
+std::string modelsFor(const Snapshot& snap, const admission::Tenant& tenant) {
+  std::string out;
+  for (const auto& route : snap.catalog.routes()) {
+    if (!tenant.mayUse(route.model)) continue;
+    if (!out.empty()) out += ", ";
+    out += route.model;
+  }
+  return out.empty() ? "(none)" : out;
+}
+
+std::optional<ApiError> checkRequest(const Snapshot& snap, const net::Exchange& ex, ChatPlan& plan);
+std::optional<ApiError> admit(const Snapshot& snap, admission::KeyLimiter& limiter, ChatPlan& plan);
+
+}  // namespace
+
+std::optional<ApiError> planChat(const Snapshot& snap, const net::Exchange& ex, ChatPlan& plan,
+                                 Headers& responseHeaders) {
+  if (auto err = authenticate(snap.keys, ex.head.headers, plan.tenant)) return err;
+  const admission::Tenant& tenant = *plan.tenant;
+  admission::KeyLimiter& limiter = *snap.limiters[tenant.index];
+  std::optional<ApiError> err = checkRequest(snap, ex, plan);
+  if (!err) err = admit(snap, limiter, plan);
+  limiter.headers(admission::SystemClock::instance().steadyNow()).appendTo(responseHeaders);
+  return err;
+}
+
+namespace {
+
+std::optional<ApiError> checkRequest(const Snapshot& snap, const net::Exchange& ex, ChatPlan& plan) {
+  const admission::Tenant& tenant = *plan.tenant;
+  if (auto bad = readChatRequest(ex.body, plan.fields))
+    return ApiError{400, std::move(bad->message), "invalid_request_error", "", std::move(bad->param)};
+  const std::string& model = plan.fields.model;
+  plan.route = snap.catalog.route(model);
+  if (!plan.route) {
+    return ApiError{404,
+                    "The model '" + model + "' does not exist or you do not have access to it. " +
+                        "Available models: " + modelsFor(snap, tenant) + ".",
+                    "invalid_request_error", "model_not_found", "model"};
+  }
+  if (!tenant.mayUse(model)) {
+    return ApiError{403,
+                    "The key '" + tenant.name + "' may not use the model '" + model +
+                        "'. Allowed models: " + modelsFor(snap, tenant) + ".",
+                    "invalid_request_error", "model_not_allowed", "model"};
+  }
+  return std::nullopt;
+}
+
+std::optional<ApiError> admit(const Snapshot& snap, admission::KeyLimiter& limiter,
+                              ChatPlan& plan) {
+  const auto& clock = admission::SystemClock::instance();
+  admission::Budget& budget = snap.budgets->budget(plan.tenant->index);
+  if (std::optional<admission::BudgetRefusal> spent = budget.check(clock.wallNow())) {
+    plan.refusal = telemetry::RefusalReason::kBudget;
+    ApiError e{429, std::move(spent->message), "insufficient_quota", "insufficient_quota"};
+    e.headers.add("x-should-retry", "false");  // waiting for a retry cannot refill a budget
+    return e;
+  }
+  const ChatRequestFields& f = plan.fields;
+  plan.promptEstimate = admission::estimatePromptTokens(f.messageTextBytes);
+  std::uint64_t reserve =
+      admission::reservationFor(plan.promptEstimate, f.maxTokens, f.maxCompletionTokens,
+                                snap.config.defaultMaxTokens);
+  admission::AdmitResult admitted = limiter.admit(reserve, clock.steadyNow());
+  if (!admitted) {
+    const admission::Refusal& r = admitted.refusal();
+    switch (r.kind) {
+      case admission::RefusalKind::kRequests: plan.refusal = telemetry::RefusalReason::kRequests; break;
+      case admission::RefusalKind::kConcurrency:
+        plan.refusal = telemetry::RefusalReason::kConcurrency;
+        break;
+      case admission::RefusalKind::kTokens:
+      case admission::RefusalKind::kTooLarge: plan.refusal = telemetry::RefusalReason::kTokens; break;
+    }
+    ApiError e{429, r.message, std::string(r.errorType()), "rate_limit_exceeded"};
+    r.appendHeaders(e.headers);
+    return e;
+  }
+  plan.reservation = std::move(admitted.reservation());
+  return std::nullopt;
+}
+
+}  // namespace
+
+}  // namespace relay::pipeline

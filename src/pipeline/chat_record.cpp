@@ -1,0 +1,100 @@
+#include "chat_record.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include "relay/admission/clock.hpp"
+
+namespace relay::pipeline {
+
+namespace {
+std::int64_t micros(SteadyClock::duration d) {
+  return std::chrono::duration_cast<std::chrono::microseconds>(d).count();
+}
+}  // namespace
+
+ChatRecord::ChatRecord(const Snapshot& snapshot, const net::Exchange& exchange,
+                       std::string requestId, SteadyClock::time_point start)
+    : snapshot_(snapshot), exchange_(exchange), requestId_(std::move(requestId)), start_(start) {}
+
+ChatRecord::~ChatRecord() {
+  try {
+    settle();
+  } catch (const std::exception& e) {
+    spdlog::error("request {}: settling failed: {}", requestId_, e.what());
+  }
+}
+
+void ChatRecord::firstByteSent() {
+  if (!firstByte_) firstByte_ = SteadyClock::now();
+}
+
+void ChatRecord::producedSoFar(std::uint64_t completionTokens) {
+  outputEstimate = completionTokens;
+  if (plan && plan->reservation.active())
+    plan->reservation.setUsedSoFar(plan->promptEstimate + completionTokens);
+}
+
+void ChatRecord::settle() {
+  if (settled_) return;
+  settled_ = true;
+  const auto now = SteadyClock::now();
+  const admission::Tenant* tenant = plan ? plan->tenant : nullptr;
+  const upstream::ModelRoute* route = plan ? plan->route : nullptr;
+
+  telemetry::RequestRecord r;
+  r.requestId = requestId_;
+  if (tenant) {
+    r.keyName = tenant->name;
+    r.keyId = static_cast<std::uint32_t>(tenant->index);
+  }
+  if (route) {
+    r.model = route->model;
+    r.modelId = static_cast<std::uint32_t>(route->index);
+  }
+  if (servedRoute && servedRoute != route) {
+    r.fallbackModel = servedRoute->model;
+    r.fallbackModelId = static_cast<std::uint32_t>(servedRoute->index);
+  }
+  if (upstream) {
+    r.upstream = snapshot_.catalog.upstreams()[*upstream].name;
+    r.upstreamId = static_cast<std::uint32_t>(*upstream);
+  }
+  r.protocol = exchange_.head.protocol == net::Protocol::kHttp2 ? telemetry::Protocol::kHttp2
+                                                                : telemetry::Protocol::kHttp1;
+  r.stream = plan && plan->fields.stream;
+  // 499 (nginx's "client closed request") when the caller left before an answer.
+  r.status = status != 0 ? status : (exchange_.response->clientGone() ? 499 : 0);
+  r.attempts = attempts;
+  r.durationUs = micros(now - start_);
+  if (firstByte_) r.ttftUs = micros(*firstByte_ - start_);
+  r.upstreamUs = upstreamUs;
+  r.overheadUs = std::max<std::int64_t>(0, micros(now - start_ - waited_));
+  r.errorCode = errorCode;
+
+  // Usage as reported; an estimate, flagged, when the upstream gave none but
+  // tokens were (probably) spent.
+  std::uint64_t promptEstimate = plan ? plan->promptEstimate : 0;
+  if (usage) {
+    r.usage = {usage->promptTokens, usage->cachedTokens, usage->completionTokens};
+  } else if (upstream && (outputEstimate > 0 || status / 100 == 2)) {
+    r.usage = {static_cast<std::int64_t>(promptEstimate), 0,
+               static_cast<std::int64_t>(outputEstimate)};
+    r.usageEstimated = true;
+  }
+
+  telemetry::Settlement settled = snapshot_.telemetry->record(r);
+
+  if (plan && tenant) {
+    std::uint64_t used = static_cast<std::uint64_t>(r.usage.promptTokens + r.usage.completionTokens);
+    const auto& clock = admission::SystemClock::instance();
+    if (plan->reservation.active()) plan->reservation.settle(used, clock.steadyNow());
+    if (used > 0) {
+      snapshot_.budgets->budget(tenant->index)
+          .recordNanoUsd(static_cast<admission::NanoUsd>(settled.cost.picoUsd / 1000),
+                         static_cast<std::uint64_t>(r.usage.promptTokens),
+                         static_cast<std::uint64_t>(r.usage.completionTokens), clock.wallNow());
+    }
+  }
+}
+
+}  // namespace relay::pipeline

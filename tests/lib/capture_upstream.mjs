@@ -1,0 +1,138 @@
+// A bare HTTP/1.1 upstream on raw TCP that records every request exactly as it
+// arrived — request line, every header field in order and spelling, body —
+// and answers a fixed chat.completion.
+//
+// kimi-relay-mock cannot show connection-specific fields: its own HTTP layer
+// drops them (and any `:authority`-like name would not even parse) before it
+// records a request. A test that checks such fields never cross the gateway
+// needs to see the raw bytes, hence this server.
+//
+// Its answers carry connection-specific fields of their own (Connection naming
+// x-upstream-hop, Keep-Alive, Proxy-Connection, chunked Transfer-Encoding), so
+// a test can also check that none of them reaches the caller.
+//
+//   startCaptureUpstream() -> {url, port, hostPort, requests, close()}
+//     requests  [{requestLine, method, target, headers: [[name, value]], body}]
+
+import { createServer } from 'node:net';
+
+export const CAPTURE_REPLY_CONTENT = 'captured by the raw upstream';
+
+function completion(model) {
+  return JSON.stringify({
+    id: 'chatcmpl-capture',
+    object: 'chat.completion',
+    created: 1_700_000_000,
+    model,
+    choices: [
+      { index: 0, message: { role: 'assistant', content: CAPTURE_REPLY_CONTENT }, logprobs: null, finish_reason: 'stop' },
+    ],
+    usage: { prompt_tokens: 3, completion_tokens: 5, total_tokens: 8 },
+  });
+}
+
+// Parses one request from the front of `buf`; null while it is incomplete.
+function parseRequest(buf) {
+  const end = buf.indexOf('\r\n\r\n');
+  if (end < 0) return null;
+  const lines = buf.subarray(0, end).toString('latin1').split('\r\n');
+  const requestLine = lines[0];
+  const [method, target] = requestLine.split(' ');
+  const headers = lines.slice(1).map((line) => {
+    const colon = line.indexOf(':');
+    return [line.slice(0, colon), line.slice(colon + 1).trim()];
+  });
+  const find = (name) => headers.filter(([n]) => n.toLowerCase() === name).map(([, v]) => v);
+  let rest = buf.subarray(end + 4);
+  let body;
+  if (find('transfer-encoding').some((v) => /chunked/i.test(v))) {
+    const parts = [];
+    for (;;) {
+      const lineEnd = rest.indexOf('\r\n');
+      if (lineEnd < 0) return null;
+      const size = parseInt(rest.subarray(0, lineEnd).toString('latin1'), 16);
+      if (rest.length < lineEnd + 2 + size + 2) return null;
+      if (size === 0) {
+        const trailerEnd = rest.indexOf('\r\n\r\n', lineEnd);
+        const bare = rest.subarray(lineEnd + 2, lineEnd + 4).toString('latin1') === '\r\n';
+        if (bare) rest = rest.subarray(lineEnd + 4);
+        else if (trailerEnd >= 0) rest = rest.subarray(trailerEnd + 4);
+        else return null;
+        break;
+      }
+      parts.push(rest.subarray(lineEnd + 2, lineEnd + 2 + size));
+      rest = rest.subarray(lineEnd + 2 + size + 2);
+    }
+    body = Buffer.concat(parts);
+  } else {
+    const length = Number(find('content-length')[0] ?? 0);
+    if (rest.length < length) return null;
+    body = rest.subarray(0, length);
+    rest = rest.subarray(length);
+  }
+  return { request: { requestLine, method, target, headers, body: body.toString('utf8') }, rest };
+}
+
+export async function startCaptureUpstream() {
+  const requests = [];
+  const sockets = new Set();
+  const server = createServer((socket) => {
+    sockets.add(socket);
+    socket.on('close', () => sockets.delete(socket));
+    socket.on('error', () => {});
+    let buf = Buffer.alloc(0);
+    socket.on('data', (data) => {
+      buf = Buffer.concat([buf, data]);
+      for (let parsed; (parsed = parseRequest(buf)); ) {
+        buf = parsed.rest;
+        const { request } = parsed;
+        requests.push(request);
+        let model = 'unknown';
+        try {
+          model = JSON.parse(request.body).model ?? model;
+        } catch {
+          // not JSON: answer anyway, the test looks at what was recorded
+        }
+        const body = Buffer.from(completion(model));
+        const id = request.headers.find(([n]) => n.toLowerCase() === 'x-request-id')?.[1];
+        const half = Math.floor(body.length / 2);
+        const chunk = (b) => Buffer.concat([Buffer.from(`${b.length.toString(16)}\r\n`), b, Buffer.from('\r\n')]);
+        socket.write(
+          Buffer.concat([
+            Buffer.from(
+              'HTTP/1.1 200 OK\r\n' +
+                'Content-Type: application/json\r\n' +
+                'Connection: keep-alive, X-Upstream-Hop\r\n' +
+                'X-Upstream-Hop: named-in-connection\r\n' +
+                'Keep-Alive: timeout=17, max=99\r\n' +
+                'Proxy-Connection: keep-alive\r\n' +
+                'Transfer-Encoding: chunked\r\n' +
+                (id ? `X-Request-Id: ${id}\r\n` : '') +
+                '\r\n',
+              'latin1',
+            ),
+            chunk(body.subarray(0, half)),
+            chunk(body.subarray(half)),
+            Buffer.from('0\r\n\r\n'),
+          ]),
+        );
+      }
+    });
+  });
+  await new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', resolve);
+  });
+  const { port } = server.address();
+  return {
+    url: `http://127.0.0.1:${port}`,
+    port,
+    hostPort: `127.0.0.1:${port}`,
+    requests,
+    close: () =>
+      new Promise((resolve) => {
+        for (const s of sockets) s.destroy();
+        server.close(() => resolve());
+      }),
+  };
+}
