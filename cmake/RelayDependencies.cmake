@@ -18,5 +18,4 @@ add_library(relay_asio INTERFACE)
 target_link_libraries(relay_asio INTERFACE Boost::headers)
 target_compile_definitions(relay_asio INTERFACE
   BOOST_ASIO_NO_DEPRECATED
-  BOOST_BEAST_USE_STD_STRING_VIEW
   BOOST_ASIO_DISABLE_BOOST_COROUTINE)

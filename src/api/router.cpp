@@ -1,5 +1,6 @@
 #include "relay/api/router.hpp"
 
+#include "relay/api/admin.hpp"
 #include "relay/api/models.hpp"
 #include "relay/pipeline/chat.hpp"
 #include "relay/pipeline/respond.hpp"
@@ -23,14 +24,6 @@ net::Task<void> methodNotAllowed(net::Exchange& ex, const char* allow) {
   co_await pipeline::respondError(*ex.response, std::move(h), std::move(err));
 }
 
-net::Task<void> serveMetrics(net::Exchange& ex, const telemetry::Metrics& metrics) {
-  net::ResponseHead head;
-  head.status = 200;
-  head.headers.add("content-type", telemetry::Metrics::kContentType);
-  std::string body = metrics.expose();
-  co_await ex.response->respond(std::move(head), std::move(body));
-}
-
 // OpenAI SDKs are pointed at ".../v1"; a few tools leave the /v1 out.
 std::string_view apiPath(std::string_view path) {
   if (path.starts_with("/v1/")) return path.substr(3);
@@ -50,28 +43,9 @@ net::Handler mainHandler(pipeline::Worker& worker) {
       if (ex.head.method != "GET") return methodNotAllowed(ex, "GET");
       return handleModels(worker, ex);
     }
-    return notFound(ex);
-  };
-}
-
-net::Handler adminHandler(AdminState& state) {
-  return [&state](net::Exchange& ex) -> net::Task<void> {
-    const std::string& path = ex.head.path;
-    if (path == "/healthz") {
-      if (ex.head.method != "GET" && ex.head.method != "HEAD") return methodNotAllowed(ex, "GET");
-      return pipeline::respondJson(*ex.response, 200, {}, "{\"status\":\"ok\"}");
-    }
-    if (path == "/readyz") {
-      if (ex.head.method != "GET" && ex.head.method != "HEAD") return methodNotAllowed(ex, "GET");
-      bool ready = state.ready.load() && !state.draining.load();
-      return pipeline::respondJson(*ex.response, ready ? 200 : 503, {},
-                                   ready ? "{\"status\":\"ready\"}"
-                                         : state.draining.load() ? "{\"status\":\"draining\"}"
-                                                                 : "{\"status\":\"starting\"}");
-    }
-    if (path == "/metrics" && state.metrics) {
-      if (ex.head.method != "GET" && ex.head.method != "HEAD") return methodNotAllowed(ex, "GET");
-      return serveMetrics(ex, *state.metrics);
+    if (ex.head.path == "/metrics" && worker.snapshot().config.server.metricsOnMain &&
+        hasAdminKey(worker.snapshot(), ex.head.headers)) {
+      return serveMetrics(ex, worker.snapshot().metrics);
     }
     return notFound(ex);
   };

@@ -17,6 +17,8 @@ using SteadyClock = std::chrono::steady_clock;
 
 // How often budget spend is written to state_dir: a crash loses at most this.
 constexpr std::chrono::seconds kFlushInterval{2};
+// After the drain deadline, how long aborted streams get to write their error event.
+constexpr std::chrono::milliseconds kAbortGrace{500};
 
 struct Gateway::Control {
   explicit Control(asio::io_context& ctx)
@@ -25,6 +27,7 @@ struct Gateway::Control {
   asio::signal_set reloadSignal;
   asio::steady_timer drainTimer;
   SteadyClock::time_point drainDeadline{};
+  bool streamsAborted = false;
 };
 
 Gateway::Gateway(std::string configPath, pipeline::Services services,
@@ -37,6 +40,8 @@ Gateway::Gateway(std::string configPath, pipeline::Services services,
     workers_.push_back(std::make_unique<pipeline::Worker>(i, snapshot_));
   control_ = std::make_unique<Control>(runtime_.context(0));
   admin_.metrics = services_.metrics;
+  admin_.snapshot = [this] { return current(); };
+  admin_.reload = [this] { return reload(); };
 }
 
 Gateway::~Gateway() {
@@ -129,12 +134,22 @@ void Gateway::beginDrain(int signo) {
 
 void Gateway::pollDrain() {
   auto open = runtime_.stats().activeExchanges.load();
-  if (open == 0 || SteadyClock::now() >= control_->drainDeadline) {
-    if (open == 0) {
-      spdlog::info("drained: no exchange left open");
-    } else {
-      spdlog::warn("drain timeout: {} exchanges still open are cut", open);
-    }
+  auto now = SteadyClock::now();
+  if (open == 0) {
+    spdlog::info("drained: no exchange left open");
+    runtime_.stop();
+    return;
+  }
+  if (now >= control_->drainDeadline && !control_->streamsAborted) {
+    // Streams still open end with an SSE error event, not a cut: abort their
+    // upstream reads and give them a moment to say so.
+    spdlog::warn("drain timeout: ending {} exchanges still open", open);
+    control_->streamsAborted = true;
+    for (unsigned i = 0; i < runtime_.workers(); ++i)
+      asio::post(runtime_.context(i), [w = workers_[i].get()] { w->abortStreams(); });
+    control_->drainDeadline = now + kAbortGrace;
+  } else if (now >= control_->drainDeadline) {
+    spdlog::warn("{} exchanges did not end in time and are cut", open);
     runtime_.stop();
     return;
   }

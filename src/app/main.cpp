@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "gateway.hpp"
+#include "healthcheck.hpp"
 #include "relay/admission/key_store.hpp"
 #include "relay/api/router.hpp"
 #include "relay/config/parse.hpp"
@@ -28,6 +29,8 @@ usage:
   kimi-relay --check-config FILE    validate FILE (and its ${ENV} secrets) and exit
   kimi-relay keys new               print a new caller key and its sha256 digest
   kimi-relay keys hash [KEY]        print the sha256 digest of KEY (read from stdin if absent)
+  kimi-relay healthcheck [--config FILE | --url http://IP:PORT/healthz]
+                                    exit 0 when the admin /healthz answers 200
   kimi-relay --version
 )";
 
@@ -122,6 +125,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (cmd == "keys") return keysCommand(args);
+  if (cmd == "healthcheck") return app::healthcheck(args);
   if (cmd == "--check-config") {
     if (args.size() != 2) return usageError("--check-config needs a FILE");
     try {

@@ -25,7 +25,7 @@ Config readDocument(const Value& root, const std::string& sourceName) {
   }
   const MapView top =
       root.map({"server", "admin", "keys", "upstreams", "retry", "timeouts", "routes", "prices",
-                "currency", "mcp", "default_max_tokens", "state_dir", "log"});
+                "currency", "mcp", "default_max_tokens", "state_dir", "log", "metrics"});
   Config c;
   c.sourcePath = sourceName;
 
@@ -61,6 +61,7 @@ Config readDocument(const Value& root, const std::string& sourceName) {
   top.with("timeouts", [&](const Value& v) { c.timeouts = detail::readTimeouts(v); });
   top.with("currency", [&](const Value& v) { c.currency = detail::readCurrency(v); });
   top.with("log", [&](const Value& v) { c.log = detail::readLog(v); });
+  top.with("metrics", [&](const Value& v) { c.metrics = detail::readMetrics(v); });
   top.with("default_max_tokens",
            [&](const Value& v) { c.defaultMaxTokens = v.unsignedInt<std::uint64_t>(1); });
   top.with("state_dir", [&](const Value& v) { c.stateDir = v.string(); });

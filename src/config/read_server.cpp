@@ -122,6 +122,20 @@ Log readLog(const Value& v) {
   return l;
 }
 
+MetricsOptions readMetrics(const Value& v) {
+  MetricsOptions o;
+  const MapView m = v.map({"node_ids"});
+  m.with("node_ids", [&](const Value& x) {
+    for (const Value& item : x.list()) {
+      std::string id = item.string();
+      if (id.empty() || id.size() > 64) item.fail("must be 1 to 64 characters");
+      if (id == "other" || id == "none") item.fail("'" + id + "' is reserved for unlisted ids");
+      o.nodeIds.push_back(std::move(id));
+    }
+  });
+  return o;
+}
+
 Timeouts readTimeouts(const Value& v) {
   Timeouts t;
   const MapView m = v.map({"connect_ms", "first_byte_ms", "idle_ms", "total_ms", "queue_ms"});

@@ -26,6 +26,7 @@ Catalog catalogOf(const std::vector<Upstream>& upstreams, const Mcp& mcp);
 Server readServer(const Value& v);
 Admin readAdmin(const Value& v, const Server& server);
 Log readLog(const Value& v);
+MetricsOptions readMetrics(const Value& v);
 Timeouts readTimeouts(const Value& v);
 Retry readRetry(const Value& v);
 Currency readCurrency(const Value& v);

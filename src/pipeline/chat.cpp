@@ -67,8 +67,24 @@ net::Task<void> deliverJson(net::ResponseSink& sink, Forwarded& f, Headers heade
 
 // Relays an SSE answer event by event. From the first byte on, the caller has
 // a 200: a failure is reported inside the stream, never by a silent cut.
-net::Task<void> deliverStream(net::ResponseSink& sink, Forwarded& f, Headers headers,
-                              ChatRecord& record, const Snapshot& snap, bool callerWantsUsage) {
+// Registers a relayed stream with its worker for as long as it is open.
+class OpenStream {
+ public:
+  OpenStream(Worker& worker, upstream::ResponseStream* stream) : worker_(worker), stream_(stream) {
+    worker_.streamStarted(stream_);
+  }
+  ~OpenStream() { worker_.streamEnded(stream_); }
+  OpenStream(const OpenStream&) = delete;
+  OpenStream& operator=(const OpenStream&) = delete;
+
+ private:
+  Worker& worker_;
+  upstream::ResponseStream* stream_;
+};
+
+net::Task<void> deliverStream(Worker& worker, net::ResponseSink& sink, Forwarded& f,
+                              Headers headers, ChatRecord& record, const Snapshot& snap,
+                              bool callerWantsUsage) {
   const std::string& name = snap.catalog.upstreams()[f.upstream].name;
   net::ResponseHead head;
   head.status = f.response->status();
@@ -80,6 +96,7 @@ net::Task<void> deliverStream(net::ResponseSink& sink, Forwarded& f, Headers hea
   record.status = head.status;
   if (!co_await sink.start(std::move(head))) co_return;
 
+  OpenStream registered(worker, f.response.get());
   StreamTransform transform(callerWantsUsage);
   std::string chunk;
   chunk.reserve(16 * 1024);
@@ -102,7 +119,9 @@ net::Task<void> deliverStream(net::ResponseSink& sink, Forwarded& f, Headers hea
   }
   if (transform.usage()) record.usage = *transform.usage();
   std::string why;
-  if (f.response->failure()) {
+  if (worker.shuttingDown() && f.response->failure()) {
+    why = "the gateway is shutting down and its drain time ran out; the stream was ended early";
+  } else if (f.response->failure()) {
     why = "upstream '" + name + "' failed mid-stream: " + upstream::describe(f.response->failure());
   } else if (transform.failed()) {
     why = "upstream '" + name + "' sent an event larger than the gateway accepts";
@@ -110,7 +129,8 @@ net::Task<void> deliverStream(net::ResponseSink& sink, Forwarded& f, Headers hea
     why = "upstream '" + name + "' ended the stream in the middle of an event";
   }
   if (!why.empty()) {
-    (*snap.upstreamStates)[f.upstream].health().noteLateFailure(SteadyClock::now());
+    if (!worker.shuttingDown())
+      (*snap.upstreamStates)[f.upstream].health().noteLateFailure(SteadyClock::now());
     record.errorCode = "upstream_stream_interrupted";
     std::string event;
     sse::appendError(event, why, "server_error", "upstream_stream_interrupted");
@@ -158,7 +178,7 @@ net::Task<void> handleChatCompletions(Worker& worker, net::Exchange& ex) {
   record.upstream = f.upstream;
   record.servedRoute = f.route;
   if (plan.fields.stream) {
-    co_await deliverStream(sink, f, std::move(base), record, snap,
+    co_await deliverStream(worker, sink, f, std::move(base), record, snap,
                            plan.fields.includeUsage.value_or(false));
   } else {
     co_await deliverJson(sink, f, std::move(base), record,

@@ -59,6 +59,7 @@ void ChatRecord::settle() {
     r.upstream = snapshot_.catalog.upstreams()[*upstream].name;
     r.upstreamId = static_cast<std::uint32_t>(*upstream);
   }
+  r.nodeId = snapshot_.telemetry->labels().nodeId(exchange_.head.headers.get("x-node-id"));
   r.protocol = exchange_.head.protocol == net::Protocol::kHttp2 ? telemetry::Protocol::kHttp2
                                                                 : telemetry::Protocol::kHttp1;
   r.stream = plan && plan->fields.stream;

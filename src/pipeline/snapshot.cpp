@@ -84,7 +84,8 @@ Snapshot::Snapshot(config::Config cfg, const Services& services, const Snapshot*
     }
     fallbacks.push_back(std::move(chain));
   }
-  telemetry = std::make_shared<telemetry::Telemetry>(metrics, services.accessLog, config);
+  telemetry = std::make_shared<telemetry::Telemetry>(metrics, services.accessLog, config,
+                                                     config.metrics.nodeIds);
 }
 
 }  // namespace relay::pipeline

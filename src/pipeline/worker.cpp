@@ -34,6 +34,12 @@ void Worker::setSnapshot(std::shared_ptr<const Snapshot> snapshot) {
   rebuildSelectors();
 }
 
+void Worker::abortStreams() {
+  shuttingDown_ = true;
+  std::vector<upstream::ResponseStream*> open(streams_.begin(), streams_.end());
+  for (upstream::ResponseStream* s : open) s->abort();
+}
+
 void Worker::rebuildSelectors() {
   selectors_.clear();
   for (const auto& route : snapshot_->catalog.routes()) {

@@ -167,6 +167,12 @@ class ResponseStreamImpl final : public ResponseStream {
 
   bool sawResponseBytes() const { return parser_.got_some(); }
 
+  void abort() override {
+    if (!conn_) return;
+    boost::system::error_code ignored;
+    conn_->socket().close(ignored);
+  }
+
   int status() const override { return status_; }
   const Headers& headers() const override { return headers_; }
   const Failure& failure() const override { return failure_; }

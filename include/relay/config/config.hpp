@@ -159,6 +159,12 @@ struct Log {
   std::string accessLog;       // "" = off, "stdout", or a file path
 };
 
+struct MetricsOptions {
+  // X-Node-Id values that become a `node` label (anything else is "other"),
+  // so callers cannot grow the series count.
+  std::vector<std::string> nodeIds;
+};
+
 struct Config {
   std::string sourcePath;  // the file this came from (for messages and reload)
   Server server;
@@ -174,6 +180,7 @@ struct Config {
   std::uint64_t defaultMaxTokens = 4096;  // token reservation when a request sets none
   std::string stateDir;                   // "" = budgets kept in memory only
   Log log;
+  MetricsOptions metrics;
 };
 
 }  // namespace relay::config

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <unordered_set>
 #include <vector>
 
 #include "relay/pipeline/snapshot.hpp"
@@ -32,6 +33,14 @@ class Worker {
   // exchanges in flight keep the snapshot and connections they hold.
   void setSnapshot(std::shared_ptr<const Snapshot> snapshot);
 
+  // Streams being relayed to callers, so that shutdown can end each with an
+  // SSE error event rather than a cut. Touched only on this worker's thread.
+  void streamStarted(upstream::ResponseStream* stream) { streams_.insert(stream); }
+  void streamEnded(upstream::ResponseStream* stream) { streams_.erase(stream); }
+  // The drain deadline passed: abort every upstream stream still open.
+  void abortStreams();
+  bool shuttingDown() const { return shuttingDown_; }
+
  private:
   void rebuildSelectors();
 
@@ -39,6 +48,8 @@ class Worker {
   std::shared_ptr<const Snapshot> snapshot_;
   std::unique_ptr<upstream::ClientPool> clients_;
   std::vector<upstream::SmoothWeightedSelector> selectors_;
+  std::unordered_set<upstream::ResponseStream*> streams_;
+  bool shuttingDown_ = false;
 };
 
 }  // namespace relay::pipeline

@@ -72,6 +72,9 @@ class ResponseStream {
   // Reads the rest of the body into `out`. False on failure.
   virtual Task<bool> readAll(std::string& out) = 0;
   virtual const Failure& failure() const = 0;
+  // Closes the connection now; a pending read() ends with a failure. Used at
+  // shutdown, so that an open stream can still be ended with an error event.
+  virtual void abort() = 0;
 };
 
 struct PoolStats {

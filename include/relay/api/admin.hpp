@@ -1,0 +1,37 @@
+// Admin endpoints: health, readiness, metrics and config reload.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "relay/net/exchange.hpp"
+#include "relay/pipeline/snapshot.hpp"
+#include "relay/telemetry/metrics.hpp"
+
+namespace relay::api {
+
+// Process-wide state the admin endpoints report and act on.
+struct AdminState {
+  std::atomic<bool> ready{false};  // false before start-up finishes and while draining
+  std::atomic<bool> draining{false};
+  telemetry::Metrics* metrics = nullptr;
+  // The running config (for the admin key) and the reload action ("" = done,
+  // else the reason the new config was refused).
+  std::function<std::shared_ptr<const pipeline::Snapshot>()> snapshot;
+  std::function<std::string()> reload;
+};
+
+// The admin listener's handler: GET /healthz, /readyz, /metrics; POST /admin/reload
+// (admin key).
+net::Handler adminHandler(AdminState& state);
+
+// True when the request carries the admin key (admin.key_sha256), compared in
+// constant time. False when no admin key is configured.
+bool hasAdminKey(const pipeline::Snapshot& snapshot, const Headers& headers);
+
+// Serves the Prometheus exposition.
+net::Task<void> serveMetrics(net::Exchange& exchange, const telemetry::Metrics& metrics);
+
+}  // namespace relay::api

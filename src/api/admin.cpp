@@ -1,0 +1,95 @@
+#include "relay/api/admin.hpp"
+
+#include <openssl/crypto.h>
+
+#include "relay/admission/key_store.hpp"
+#include "relay/common/json_write.hpp"
+#include "relay/pipeline/respond.hpp"
+
+namespace relay::api {
+namespace {
+
+using pipeline::ApiError;
+
+net::Task<void> answer(net::Exchange& ex, ApiError err) {
+  co_await pipeline::respondError(*ex.response, Headers(), std::move(err));
+}
+
+bool readOnly(const net::Exchange& ex) {
+  return ex.head.method == "GET" || ex.head.method == "HEAD";
+}
+
+net::Task<void> reload(net::Exchange& ex, AdminState& state) {
+  std::string refused = state.reload();
+  if (!refused.empty()) {
+    ApiError err{422, "the new config was refused and the running one stays: " + refused,
+                 "invalid_request_error", "config_invalid"};
+    co_await pipeline::respondError(*ex.response, Headers(), std::move(err));
+    co_return;
+  }
+  co_await pipeline::respondJson(*ex.response, 200, Headers(), "{\"status\":\"reloaded\"}");
+}
+
+}  // namespace
+
+bool hasAdminKey(const pipeline::Snapshot& snapshot, const Headers& headers) {
+  admission::Digest expected{};
+  if (!admission::fromHex(snapshot.config.admin.keySha256, expected)) return false;
+  std::string_view key = headers.get("x-api-key");
+  std::string_view auth = headers.get("authorization");
+  if (auth.size() > 7 && equalsIgnoreCase(auth.substr(0, 7), "bearer ")) key = auth.substr(7);
+  if (key.empty()) return false;
+  admission::Digest got = admission::sha256(key);
+  return CRYPTO_memcmp(got.data(), expected.data(), got.size()) == 0;
+}
+
+net::Task<void> serveMetrics(net::Exchange& ex, const telemetry::Metrics& metrics) {
+  net::ResponseHead head;
+  head.status = 200;
+  head.headers.add("content-type", telemetry::Metrics::kContentType);
+  std::string body = metrics.expose();
+  co_await ex.response->respond(std::move(head), std::move(body));
+}
+
+net::Handler adminHandler(AdminState& state) {
+  return [&state](net::Exchange& ex) -> net::Task<void> {
+    const std::string& path = ex.head.path;
+    if (path == "/healthz" && readOnly(ex)) {
+      return pipeline::respondJson(*ex.response, 200, {}, "{\"status\":\"ok\"}");
+    }
+    if (path == "/readyz" && readOnly(ex)) {
+      bool draining = state.draining.load();
+      bool ready = state.ready.load() && !draining;
+      return pipeline::respondJson(*ex.response, ready ? 200 : 503, {},
+                                   ready      ? "{\"status\":\"ready\"}"
+                                   : draining ? "{\"status\":\"draining\"}"
+                                              : "{\"status\":\"starting\"}");
+    }
+    if (path == "/metrics" && readOnly(ex) && state.metrics) return serveMetrics(ex, *state.metrics);
+    if (path == "/admin/reload" && ex.head.method == "POST" && state.reload) {
+      auto snap = state.snapshot();
+      if (snap->config.admin.keySha256.empty()) {
+        return answer(ex, ApiError{403, "admin actions are disabled: set admin.key_sha256",
+                                   "invalid_request_error", "admin_disabled"});
+      }
+      if (!hasAdminKey(*snap, ex.head.headers)) {
+        return answer(ex, ApiError{401, "POST /admin/reload needs the admin key",
+                                   "invalid_request_error", "invalid_api_key"});
+      }
+      return reload(ex, state);
+    }
+    bool known = path == "/healthz" || path == "/readyz" || path == "/metrics" ||
+                 path == "/admin/reload";
+    if (known) {
+      Headers h;
+      h.add("allow", path == "/admin/reload" ? "POST" : "GET");
+      return pipeline::respondError(*ex.response, std::move(h),
+                                    ApiError{405, ex.head.method + " is not supported on " + path,
+                                             "invalid_request_error", "method_not_allowed"});
+    }
+    return answer(ex, ApiError{404, "Unknown admin URL: " + ex.head.method + " " + path + ".",
+                               "invalid_request_error", "unknown_url"});
+  };
+}
+
+}  // namespace relay::api

@@ -1,0 +1,154 @@
+// Signing and checking gateway MCP session ids (format in mcp_session.hpp).
+#include "relay/pipeline/mcp_session.hpp"
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/rand.h>
+
+#include <array>
+#include <stdexcept>
+
+namespace relay::pipeline {
+namespace {
+
+constexpr std::string_view kPrefix = "kr1.";
+constexpr std::uint8_t kVersion = 1;
+constexpr std::size_t kMacBytes = 32;
+// Domain separation: a MAC made for something else under the same secret
+// can never pass as a session id.
+constexpr std::string_view kMacContext{"kimi-relay mcp session v1\0", 26};
+// Longest id decode() looks at; anything longer cannot be one of ours.
+constexpr std::size_t kMaxIdChars =
+    kPrefix.size() + (5 + 1 + 255 + McpSessionCodec::kMaxUpstreamIdBytes + kMacBytes) * 4 / 3 + 4;
+
+constexpr char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+
+int alphabetIndex(char c) {
+  if (c >= 'A' && c <= 'Z') return c - 'A';
+  if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+  if (c >= '0' && c <= '9') return c - '0' + 52;
+  if (c == '-') return 62;
+  if (c == '_') return 63;
+  return -1;
+}
+
+std::array<unsigned char, kMacBytes> mac(const std::string& secret, std::string_view payload) {
+  std::string input;
+  input.reserve(kMacContext.size() + payload.size());
+  input.append(kMacContext).append(payload);
+  std::array<unsigned char, kMacBytes> out{};
+  unsigned int len = 0;
+  // HMAC() accepts an empty key; the config never gives one (see mcpSessionSecret).
+  if (!HMAC(EVP_sha256(), secret.data(), static_cast<int>(secret.size()),
+            reinterpret_cast<const unsigned char*>(input.data()), input.size(), out.data(), &len) ||
+      len != kMacBytes) {
+    throw std::runtime_error("HMAC-SHA256 failed");  // OpenSSL broken: a bug, not input
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string base64UrlEncode(std::string_view bytes) {
+  std::string out;
+  out.reserve((bytes.size() * 4 + 2) / 3);
+  std::size_t i = 0;
+  auto at = [&](std::size_t k) { return static_cast<std::uint32_t>(static_cast<unsigned char>(bytes[k])); };
+  for (; i + 3 <= bytes.size(); i += 3) {
+    std::uint32_t v = at(i) << 16 | at(i + 1) << 8 | at(i + 2);
+    out += kAlphabet[v >> 18 & 63];
+    out += kAlphabet[v >> 12 & 63];
+    out += kAlphabet[v >> 6 & 63];
+    out += kAlphabet[v & 63];
+  }
+  if (bytes.size() - i == 1) {
+    std::uint32_t v = at(i) << 16;
+    out += kAlphabet[v >> 18 & 63];
+    out += kAlphabet[v >> 12 & 63];
+  } else if (bytes.size() - i == 2) {
+    std::uint32_t v = at(i) << 16 | at(i + 1) << 8;
+    out += kAlphabet[v >> 18 & 63];
+    out += kAlphabet[v >> 12 & 63];
+    out += kAlphabet[v >> 6 & 63];
+  }
+  return out;
+}
+
+std::optional<std::string> base64UrlDecode(std::string_view text) {
+  if (text.size() % 4 == 1) return std::nullopt;  // no byte count gives this length
+  std::string out;
+  out.reserve(text.size() * 3 / 4);
+  std::uint32_t acc = 0;
+  int bits = 0;
+  for (char c : text) {
+    int v = alphabetIndex(c);
+    if (v < 0) return std::nullopt;
+    acc = acc << 6 | static_cast<std::uint32_t>(v);
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out += static_cast<char>(acc >> bits & 0xff);
+    }
+  }
+  // The leftover bits must be zero: one id has exactly one spelling.
+  if ((acc & ((1u << bits) - 1)) != 0) return std::nullopt;
+  return out;
+}
+
+std::optional<std::string> McpSessionCodec::encode(const McpSession& s) const {
+  if (s.tenant.empty() || s.tenant.size() > 255 || s.upstreamId.empty() ||
+      s.upstreamId.size() > kMaxUpstreamIdBytes)
+    return std::nullopt;
+  std::string payload;
+  payload.reserve(6 + s.tenant.size() + s.upstreamId.size() + kMacBytes);
+  payload += static_cast<char>(kVersion);
+  payload += static_cast<char>(s.server >> 8);
+  payload += static_cast<char>(s.server & 0xff);
+  payload += static_cast<char>(s.instance >> 8);
+  payload += static_cast<char>(s.instance & 0xff);
+  payload += static_cast<char>(s.tenant.size());
+  payload += s.tenant;
+  payload += s.upstreamId;
+  auto tag = mac(secret_, payload);
+  payload.append(reinterpret_cast<const char*>(tag.data()), tag.size());
+  return std::string(kPrefix) + base64UrlEncode(payload);
+}
+
+std::optional<McpSession> McpSessionCodec::decode(std::string_view id) const {
+  if (!id.starts_with(kPrefix) || id.size() > kMaxIdChars) return std::nullopt;
+  std::optional<std::string> raw = base64UrlDecode(id.substr(kPrefix.size()));
+  if (!raw || raw->size() < 6 + kMacBytes) return std::nullopt;
+  std::string_view payload(raw->data(), raw->size() - kMacBytes);
+  auto expected = mac(secret_, payload);
+  // Constant time: the comparison must not tell a forger how many bytes matched.
+  if (CRYPTO_memcmp(expected.data(), raw->data() + payload.size(), kMacBytes) != 0)
+    return std::nullopt;
+  // Authentic from here on; the checks below only guard against our own bugs
+  // or an id made under the same secret by an incompatible version.
+  auto byte = [&](std::size_t i) { return static_cast<unsigned char>(payload[i]); };
+  if (byte(0) != kVersion) return std::nullopt;
+  McpSession s;
+  s.server = static_cast<std::uint16_t>(byte(1) << 8 | byte(2));
+  s.instance = static_cast<std::uint16_t>(byte(3) << 8 | byte(4));
+  std::size_t n = byte(5);
+  if (n == 0 || payload.size() <= 6 + n) return std::nullopt;
+  s.tenant = std::string(payload.substr(6, n));
+  s.upstreamId = std::string(payload.substr(6 + n));
+  return s;
+}
+
+std::string mcpSessionSecret(const std::string& configured) {
+  if (!configured.empty()) return configured;
+  // Drawn once per process (thread-safe static initialisation), so every
+  // worker and every reloaded snapshot signs with the same key.
+  static const std::string generated = [] {
+    std::array<unsigned char, 32> bytes{};
+    if (RAND_bytes(bytes.data(), static_cast<int>(bytes.size())) != 1)
+      throw std::runtime_error("cannot draw a random MCP session secret");
+    return std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  }();
+  return generated;
+}
+
+}  // namespace relay::pipeline
