@@ -3,6 +3,7 @@
 #include "relay/api/admin.hpp"
 #include "relay/api/models.hpp"
 #include "relay/pipeline/chat.hpp"
+#include "relay/pipeline/mcp.hpp"
 #include "relay/pipeline/respond.hpp"
 
 namespace relay::api {
@@ -42,6 +43,11 @@ net::Handler mainHandler(pipeline::Worker& worker) {
     if (path == "/models") {
       if (ex.head.method != "GET") return methodNotAllowed(ex, "GET");
       return handleModels(worker, ex);
+    }
+    // MCP Streamable HTTP: the handler answers every method itself (405, CORS).
+    if (path == "/mcp") return pipeline::handleMcp(worker, ex, std::string());
+    if (path.starts_with("/mcp/")) {
+      return pipeline::handleMcp(worker, ex, std::string(path.substr(5)));
     }
     if (ex.head.path == "/metrics" && worker.snapshot().config.server.metricsOnMain &&
         hasAdminKey(worker.snapshot(), ex.head.headers)) {

@@ -163,6 +163,7 @@ std::string Gateway::reload() {
   std::shared_ptr<const pipeline::Snapshot> next;
   try {
     config::Config cfg = config::loadConfigFile(configPath_);
+    for (const auto& tl : cfg.server.tlsListen) net::checkTlsFiles({tl.certFile, tl.keyFile});
     next = std::make_shared<const pipeline::Snapshot>(std::move(cfg), services_, current().get());
   } catch (const std::exception& e) {
     services_.metrics->configReload(telemetry::ReloadOutcome::kFailure);
@@ -170,9 +171,28 @@ std::string Gateway::reload() {
     return e.what();
   }
   services_.metrics->configReload(telemetry::ReloadOutcome::kSuccess);
+  // Certificates change for new handshakes; listener addresses, workers and
+  // size limits are fixed at start (a restart applies them).
+  for (const auto& tl : next->config.server.tlsListen) {
+    try {
+      if (!runtime_.reloadTls(tl.address, {tl.certFile, tl.keyFile}))
+        spdlog::warn("reload: TLS listener {} is new; it needs a restart", tl.address.text());
+    } catch (const std::exception& e) {
+      spdlog::error("reload: {}", e.what());  // checked above; a file changed in between
+    }
+  }
+  std::shared_ptr<const pipeline::Snapshot> previous;
   {
     std::lock_guard lock(snapshotMutex_);
+    previous = snapshot_;
     snapshot_ = next;
+  }
+  const auto& was = previous->config.server;
+  const auto& now = next->config.server;
+  if (was.listen != now.listen || was.workers != now.workers ||
+      was.maxRequestBytes != now.maxRequestBytes || (was.http2.maxConcurrentStreams != now.http2.maxConcurrentStreams) ||
+      previous->config.admin.listen != next->config.admin.listen) {
+    spdlog::warn("reload: server listeners, workers and limits change only on restart");
   }
   for (unsigned i = 0; i < runtime_.workers(); ++i) {
     asio::post(runtime_.context(i), [w = workers_[i].get(), next] { w->setSnapshot(next); });

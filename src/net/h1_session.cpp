@@ -65,6 +65,8 @@ class H1Session final : public ResponseSink,
 
   void start() {
     auto self = this->shared_from_this();
+    boost::system::error_code ignored;
+    lowestLayer(stream_).non_blocking(true, ignored);  // readSome() must never block
     if (registration_.draining()) keepAlive_ = false;
     setDeadline(SteadyClock::now() + config_->idleTimeout);
     asio::co_spawn(stream_.get_executor(), self->readLoop(), asio::detached);
@@ -182,9 +184,9 @@ class H1Session final : public ResponseSink,
       if (closing_ && !handlerRunning_ && !lingering_) {
         co_await beginClose();
       }
-      auto [ec, n] = co_await stream_.async_read_some(buffer_.prepare(kReadChunk), kTuple);
+      auto [ec, n] = co_await readSome();
       if (ec) break;
-      buffer_.commit(n);
+      if (n == 0) continue;  // readiness without data (spurious wake-up)
       if (lingering_) buffer_.consume(buffer_.size());
       if (!handlerRunning_ && !lingering_ && !parser_)
         setDeadline(SteadyClock::now() + config_->headerTimeout);
@@ -198,6 +200,25 @@ class H1Session final : public ResponseSink,
       co_await waitHandlerDone();
     }
     closeNow();
+  }
+
+  // One read. On plaintext it waits for readiness first and then reads
+  // without blocking: a speculative read while a response is in progress
+  // would almost always be an EAGAIN, i.e. one wasted system call per request.
+  Task<std::tuple<boost::system::error_code, std::size_t>> readSome() {
+    if constexpr (std::is_same_v<Stream, tcp::socket>) {
+      auto [wec] = co_await stream_.async_wait(tcp::socket::wait_read, kTuple);
+      if (wec) co_return std::tuple{wec, std::size_t{0}};
+      boost::system::error_code ec;
+      std::size_t n = stream_.read_some(buffer_.prepare(kReadChunk), ec);
+      if (ec == asio::error::would_block || ec == asio::error::try_again) ec = {};
+      if (!ec) buffer_.commit(n);
+      co_return std::tuple{ec, n};
+    } else {
+      auto [ec, n] = co_await stream_.async_read_some(buffer_.prepare(kReadChunk), kTuple);
+      if (!ec) buffer_.commit(n);
+      co_return std::tuple{ec, n};
+    }
   }
 
   // Parses whatever is buffered; may answer an error or start the handler.

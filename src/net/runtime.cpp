@@ -12,6 +12,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <sys/socket.h>
 
+#include <map>
 #include <mutex>
 #include <stdexcept>
 #include <thread>
@@ -72,6 +73,17 @@ Task<void> detectPlaintext(tcp::socket socket, SessionContext context, Handler h
   }
 }
 
+// A TLS listener's context; a reload swaps it, and each new handshake takes
+// the current one (connections already open keep theirs).
+struct TlsSlot {
+  std::mutex mutex;
+  std::shared_ptr<asio::ssl::context> context;
+  std::shared_ptr<asio::ssl::context> current() {
+    std::lock_guard lock(mutex);
+    return context;
+  }
+};
+
 Task<void> handshakeTls(tcp::socket socket, std::shared_ptr<asio::ssl::context> tls,
                         SessionContext context, Handler handler) {
   TlsStream stream(std::move(socket), *tls);
@@ -99,10 +111,11 @@ struct Runtime::Impl {
   std::mutex acceptorsMutex;
   std::vector<std::shared_ptr<tcp::acceptor>> acceptors;
   std::vector<std::unique_ptr<SessionRegistry>> registries;  // one per worker
+  std::map<std::string, std::shared_ptr<TlsSlot>> tlsSlots;    // by configured address
   ServerStats stats;
 
   Task<void> acceptLoop(std::shared_ptr<tcp::acceptor> acceptor, SessionContext context,
-                        std::shared_ptr<asio::ssl::context> tls, Handler handler) {
+                        std::shared_ptr<TlsSlot> tls, Handler handler) {
     auto executor = acceptor->get_executor();
     for (;;) {
       auto [ec, socket] = co_await acceptor->async_accept(kTuple);
@@ -117,7 +130,7 @@ struct Runtime::Impl {
       boost::system::error_code ignored;
       socket.set_option(tcp::no_delay(true), ignored);
       if (tls) {
-        asio::co_spawn(executor, handshakeTls(std::move(socket), tls, context, handler),
+        asio::co_spawn(executor, handshakeTls(std::move(socket), tls->current(), context, handler),
                        asio::detached);
       } else {
         asio::co_spawn(executor, detectPlaintext(std::move(socket), context, handler),
@@ -155,9 +168,16 @@ config::Endpoint Runtime::listen(const ListenerOptions& options,
   config->stats = &impl_->stats;
   config->tls = options.tls.has_value();
 
-  std::shared_ptr<asio::ssl::context> tls;
-  if (options.tls) tls = makeServerTlsContext(options.tls->certFile, options.tls->keyFile, true);
+  std::shared_ptr<TlsSlot> tls;
+  if (options.tls) {
+    tls = std::make_shared<TlsSlot>();
+    tls->context = makeServerTlsContext(options.tls->certFile, options.tls->keyFile, true);
+  }
 
+  if (tls) {
+    std::lock_guard lock(impl_->acceptorsMutex);
+    impl_->tlsSlots[options.address.text()] = tls;
+  }
   tcp::endpoint endpoint = resolveEndpoint(options.address);
   config::Endpoint bound = options.address;
   if (endpoint.port() != 0) {
@@ -212,6 +232,20 @@ void Runtime::run() {
   }
   impl_->contexts[0]->run();
   for (auto& t : threads) t.join();
+}
+
+bool Runtime::reloadTls(const config::Endpoint& address, const TlsFiles& files) {
+  std::shared_ptr<TlsSlot> slot;
+  {
+    std::lock_guard lock(impl_->acceptorsMutex);
+    auto it = impl_->tlsSlots.find(address.text());
+    if (it == impl_->tlsSlots.end()) return false;
+    slot = it->second;
+  }
+  auto fresh = makeServerTlsContext(files.certFile, files.keyFile, true);  // throws on a bad file
+  std::lock_guard lock(slot->mutex);
+  slot->context = std::move(fresh);
+  return true;
 }
 
 void Runtime::stopAccepting() {

@@ -9,8 +9,10 @@ namespace relay::pipeline {
 namespace {
 
 std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t'))
+    s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t'))
+    s.remove_suffix(1);
   return s;
 }
 
@@ -88,7 +90,8 @@ bool acceptOffers(std::string_view accept, std::string_view mediaType) {
     accept = comma == std::string_view::npos ? std::string_view() : accept.substr(comma + 1);
     std::size_t semi = entry.find(';');
     std::string_view type = trim(entry.substr(0, semi));
-    std::string_view params = semi == std::string_view::npos ? std::string_view() : entry.substr(semi + 1);
+    std::string_view params =
+        semi == std::string_view::npos ? std::string_view() : entry.substr(semi + 1);
     if (equalsIgnoreCase(type, mediaType) && !refusedByQuality(params)) return true;
   }
   return false;
@@ -112,32 +115,38 @@ std::optional<McpRefusal> checkMcpTransport(std::string_view method, const Heade
   // Origin first: a page on a foreign origin learns nothing else (DNS rebinding).
   if (const std::string* origin = headers.find("origin");
       origin && !mcpOriginAllowed(*origin, allowedOrigins)) {
-    return McpRefusal{403, kRpcTransportError,
-                      "Forbidden: the Origin '" + *origin +
-                          "' is not in mcp.allowed_origins of this gateway"};
+    return McpRefusal{
+        403, kRpcTransportError,
+        "Forbidden: the Origin '" + *origin + "' is not in mcp.allowed_origins of this gateway",
+        "origin_not_allowed"};
   }
   std::string_view accept = headers.get("accept");
   if (method == "POST") {
     if (!acceptOffers(accept, "application/json") || !acceptOffers(accept, "text/event-stream")) {
       return McpRefusal{406, kRpcTransportError,
                         "Not Acceptable: the Accept header must list both application/json and "
-                        "text/event-stream"};
+                        "text/event-stream",
+                        "not_acceptable"};
     }
     if (!isJsonContentType(headers.get("content-type"))) {
       return McpRefusal{415, kRpcTransportError,
-                        "Unsupported Media Type: Content-Type must be application/json"};
+                        "Unsupported Media Type: Content-Type must be application/json",
+                        "unsupported_media_type"};
     }
   } else if (method == "GET" && !acceptOffers(accept, "text/event-stream")) {
     return McpRefusal{406, kRpcTransportError,
-                      "Not Acceptable: the Accept header must list text/event-stream"};
+                      "Not Acceptable: the Accept header must list text/event-stream",
+                      "not_acceptable"};
   }
   if (const std::string* version = headers.find("mcp-protocol-version");
       version && !initialize && !supportedMcpProtocolVersion(*version)) {
     std::string list;
-    for (std::string_view v : kMcpProtocolVersions) list += (list.empty() ? "" : ", ") + std::string(v);
+    for (std::string_view v : kMcpProtocolVersions)
+      list += (list.empty() ? "" : ", ") + std::string(v);
     return McpRefusal{400, kRpcTransportError,
                       "Bad Request: unsupported MCP-Protocol-Version '" + *version +
-                          "' (supported: " + list + ")"};
+                          "' (supported: " + list + ")",
+                      "unsupported_protocol_version"};
   }
   return std::nullopt;
 }

@@ -1,13 +1,13 @@
 // Signing and checking gateway MCP session ids (format in mcp_session.hpp).
 #include "relay/pipeline/mcp_session.hpp"
 
+#include <array>
+#include <stdexcept>
+
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 #include <openssl/rand.h>
-
-#include <array>
-#include <stdexcept>
 
 namespace relay::pipeline {
 namespace {
@@ -54,7 +54,9 @@ std::string base64UrlEncode(std::string_view bytes) {
   std::string out;
   out.reserve((bytes.size() * 4 + 2) / 3);
   std::size_t i = 0;
-  auto at = [&](std::size_t k) { return static_cast<std::uint32_t>(static_cast<unsigned char>(bytes[k])); };
+  auto at = [&](std::size_t k) {
+    return static_cast<std::uint32_t>(static_cast<unsigned char>(bytes[k]));
+  };
   for (; i + 3 <= bytes.size(); i += 3) {
     std::uint32_t v = at(i) << 16 | at(i + 1) << 8 | at(i + 2);
     out += kAlphabet[v >> 18 & 63];

@@ -1,5 +1,7 @@
 #include "relay/pipeline/worker.hpp"
 
+#include "relay/pipeline/mcp.hpp"
+
 namespace relay::pipeline {
 namespace {
 
@@ -26,12 +28,15 @@ bool sameEndpoints(const Snapshot& a, const Snapshot& b) {
 Worker::Worker(unsigned index, std::shared_ptr<const Snapshot> snapshot)
     : index_(index), snapshot_(std::move(snapshot)), clients_(makePool(*snapshot_)) {
   rebuildSelectors();
+  mcp_ = makeMcpUpstreams(snapshot_->config.mcp, nullptr);
 }
 
 void Worker::setSnapshot(std::shared_ptr<const Snapshot> snapshot) {
   if (!sameEndpoints(*snapshot_, *snapshot)) clients_ = makePool(*snapshot);
   snapshot_ = std::move(snapshot);
   rebuildSelectors();
+  // Keeps the MCP client pool when the instance URLs did not change.
+  mcp_ = makeMcpUpstreams(snapshot_->config.mcp, mcp_.get());
 }
 
 void Worker::abortStreams() {

@@ -25,7 +25,6 @@ namespace {
 
 namespace http = boost::beast::http;
 constexpr auto kTuple = asio::as_tuple(asio::use_awaitable);
-constexpr std::size_t kReadPiece = 16 * 1024;
 
 Clock::time_point earliest(Clock::time_point a, Clock::time_point b) { return a < b ? a : b; }
 
@@ -111,7 +110,11 @@ struct ClientPool::Impl {
     while (!list.empty()) {
       std::unique_ptr<Connection> c = std::move(list.back());
       list.pop_back();
-      if (now - c->idleSince < options.maxIdleTime && !c->looksDead()) return c;
+      auto idle = now - c->idleSince;
+      // A connection handed back a moment ago is alive; only one that sat idle
+      // may have been closed by the upstream (one peek, no read consumed).
+      if (idle < options.maxIdleTime && (idle < std::chrono::seconds(1) || !c->looksDead()))
+        return c;
     }
     return nullptr;
   }
@@ -150,6 +153,12 @@ class ResponseStreamImpl final : public ResponseStream {
     auto [wec, wn] = co_await conn_->visit(
         [&](auto& s) { return asio::async_write(s, bufs, kTuple); });
     if (wec) co_return fail(FailureKind::kReset, wec.message());
+    // Wait for the answer before reading: reading at once would nearly always
+    // be an EAGAIN, a system call for nothing.
+    if (conn_->buffer.size() == 0) {
+      auto [wec] = co_await conn_->socket().async_wait(tcp::socket::wait_read, kTuple);
+      if (wec) co_return fail(FailureKind::kReset, wec.message());
+    }
     auto [ec, n] = co_await conn_->visit(
         [&](auto& s) { return http::async_read_header(s, conn_->buffer, parser_, kTuple); });
     if (ec) {
@@ -187,14 +196,15 @@ class ResponseStreamImpl final : public ResponseStream {
       bool idleFirst = now + deadlines_.idle < deadlines_.total;
       watchdog_.set(earliest(now + deadlines_.idle, deadlines_.total),
                     idleFirst ? FailureKind::kIdleTimeout : FailureKind::kTotalTimeout);
-      std::size_t old = out.size();
-      out.resize(old + kReadPiece);
-      parser_.get().body().data = out.data() + old;
-      parser_.get().body().size = kReadPiece;
+      // Body bytes land in the connection's scratch buffer, then only what
+      // arrived is appended (no zero-filled 16 KiB per read).
+      char* scratch = conn_->scratch.data();
+      parser_.get().body().data = scratch;
+      parser_.get().body().size = conn_->scratch.size();
       auto [ec, n] = co_await conn_->visit(
           [&](auto& s) { return http::async_read_some(s, conn_->buffer, parser_, kTuple); });
-      std::size_t got = kReadPiece - parser_.get().body().size;
-      out.resize(old + got);
+      std::size_t got = conn_->scratch.size() - parser_.get().body().size;
+      out.append(scratch, got);
       if (ec == http::error::need_buffer) ec = {};
       if (ec) {
         fail(FailureKind::kReset, ec.message());

@@ -5,6 +5,7 @@
 #include <boost/asio/ssl/stream.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
+#include <array>
 #include <memory>
 #include <optional>
 
@@ -21,6 +22,7 @@ struct Connection {
   std::optional<tcp::socket> plain;
   std::optional<TlsStream> tls;
   boost::beast::flat_buffer buffer;  // bytes read past the previous response stay here
+  std::array<char, 16 * 1024> scratch;  // body bytes of one read (reused: no allocation per read)
   Clock::time_point idleSince{};
 
   tcp::socket& socket() { return tls ? tls->next_layer() : *plain; }

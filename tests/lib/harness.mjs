@@ -6,6 +6,8 @@
 //   startRelay(cfg, opts)  kimi-relay, on a config written to a temp file
 //   relayConfig(spec)      the YAML for a gateway in front of some mocks
 //   readSse(response)      the SSE events of a fetch Response, with arrival times
+//   spawnProcess(bin, args) any other server a test needs (e.g. Prometheus),
+//                          killed with this process like the binaries above
 //
 // Binaries come from $RELAY_BIN and $MOCK_BIN (CTest sets both to absolute
 // paths); when unset, build/kimi-relay and build/kimi-relay-mock of the repo.
@@ -69,11 +71,14 @@ function spawnChild(bin, args, options) {
   return spawn(SETPRIV, ['--pdeathsig', 'SIGKILL', '--', bin, ...args], options);
 }
 
-// Spawns `bin args`, collects stdout and stderr, and resolves once every regex
-// in `waitFor` has matched a line of `stream` ('stdout' or 'stderr'), with the
-// match objects in the same order. Rejects (with the output so far) if the
-// process exits first or nothing matches in time.
-function spawnAndWait(bin, args, { env, stream, waitFor, label }) {
+// Spawns `bin args` as a tracked child (killed with this process, see above)
+// and collects its stdout and stderr as text. For servers that a test polls
+// for readiness itself (say over HTTP); spawnAndWait below waits for log lines.
+//   {child, output: {stdout, stderr}, exited, exitStatus(), stop(signal)}
+// `exited` resolves to {code, signal} (plus `error` if the spawn itself
+// failed); stop() sends `signal` (SIGTERM by default), then SIGKILL after
+// STOP_GRACE_MS, and resolves once the process is gone.
+export function spawnProcess(bin, args, { env } = {}) {
   const child = spawnChild(bin, args, {
     env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -87,7 +92,40 @@ function spawnAndWait(bin, args, { env, stream, waitFor, label }) {
       exitStatus = { code, signal };
       resolveExit(exitStatus);
     });
+    // No 'exit' follows a failed spawn (e.g. ENOENT without setpriv).
+    child.once('error', (error) => {
+      if (child.pid !== undefined) return;
+      live.delete(child);
+      exitStatus = { code: null, signal: null, error };
+      resolveExit(exitStatus);
+    });
   });
+  for (const name of ['stdout', 'stderr']) {
+    child[name].setEncoding('utf8');
+    child[name].on('data', (text) => {
+      output[name] += text;
+    });
+  }
+
+  async function stop(signal = 'SIGTERM') {
+    if (exitStatus || child.exitCode !== null || child.signalCode !== null) return exited;
+    child.kill(signal);
+    const timer = setTimeout(() => child.kill('SIGKILL'), STOP_GRACE_MS);
+    const result = await exited;
+    clearTimeout(timer);
+    return result;
+  }
+
+  return { child, output, exited, exitStatus: () => exitStatus, stop };
+}
+
+// Spawns `bin args` (spawnProcess) and resolves `ready` once every regex in
+// `waitFor` has matched a line of `stream` ('stdout' or 'stderr'), with the
+// match objects in the same order. Rejects (with the output so far) if the
+// process exits first or nothing matches in time.
+function spawnAndWait(bin, args, { env, stream, waitFor, label }) {
+  const proc = spawnProcess(bin, args, { env });
+  const { child, output } = proc;
   const ready = new Promise((resolveReady, rejectReady) => {
     const matches = new Array(waitFor.length).fill(null);
     let pending = '';
@@ -107,38 +145,26 @@ function spawnAndWait(bin, args, { env, stream, waitFor, label }) {
     const timer = setTimeout(() => fail(`not ready after ${STARTUP_TIMEOUT_MS} ms`), STARTUP_TIMEOUT_MS);
     child.once('error', (err) => fail(`could not start: ${err.message}`));
     child.once('exit', (code, signal) => fail(`exited early (code ${code}, signal ${signal})`));
-    for (const name of ['stdout', 'stderr']) {
-      child[name].setEncoding('utf8');
-      child[name].on('data', (text) => {
-        output[name] += text;
-        if (name !== stream || settled) return;
-        pending += text;
-        const lines = pending.split('\n');
-        pending = lines.pop();
-        for (const line of lines) {
-          waitFor.forEach((re, i) => {
-            if (!matches[i]) matches[i] = line.match(re);
-          });
-        }
-        if (matches.every(Boolean)) {
-          settled = true;
-          clearTimeout(timer);
-          resolveReady(matches);
-        }
-      });
-    }
+    // Registered after spawnProcess's collector, so `output` already holds the text.
+    child[stream].on('data', (text) => {
+      if (settled) return;
+      pending += text;
+      const lines = pending.split('\n');
+      pending = lines.pop();
+      for (const line of lines) {
+        waitFor.forEach((re, i) => {
+          if (!matches[i]) matches[i] = line.match(re);
+        });
+      }
+      if (matches.every(Boolean)) {
+        settled = true;
+        clearTimeout(timer);
+        resolveReady(matches);
+      }
+    });
   });
 
-  async function stop(signal = 'SIGTERM') {
-    if (child.exitCode !== null || child.signalCode !== null) return exited;
-    child.kill(signal);
-    const timer = setTimeout(() => child.kill('SIGKILL'), STOP_GRACE_MS);
-    const result = await exited;
-    clearTimeout(timer);
-    return result;
-  }
-
-  return { child, output, ready, exited, exitStatus: () => exitStatus, stop };
+  return { ...proc, ready };
 }
 
 // ---------------------------------------------------------------------------

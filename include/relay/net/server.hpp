@@ -70,6 +70,11 @@ class Runtime {
   config::Endpoint listen(const ListenerOptions& options,
                           const std::function<Handler(unsigned worker)>& handlerFor);
 
+  // Replaces the certificate and key of the TLS listener configured at
+  // `address` for new connections (open ones keep theirs). False when no TLS
+  // listener has that address; throws std::runtime_error naming a bad file.
+  bool reloadTls(const config::Endpoint& address, const TlsFiles& files);
+
   // Runs every worker on its own thread and returns when all have stopped.
   void run();
   // Closes every acceptor (in-flight exchanges continue). Thread-safe.

@@ -41,16 +41,19 @@ JsonRpcPeek peekJsonRpc(std::string_view body);
 // {"jsonrpc":"2.0","id":<idJson>,"error":{"code":..,"message":..}}.
 std::string jsonRpcErrorBody(std::string_view idJson, int code, std::string_view message);
 
-// A refusal made by the gateway itself.
+// A refusal made by the gateway itself. Answered as a JSON-RPC error with the
+// request's id when it has one, else as the gateway's plain error with `code`.
 struct McpRefusal {
   int status = 400;
   int rpcCode = kRpcTransportError;
-  std::string message;
+  std::string message;  // says what to fix; never contains a secret
+  std::string code;     // e.g. "not_acceptable"
+  Headers headers;      // extra fields (allow, www-authenticate)
 };
 
 // The protocol versions the gateway relays (MCP-Protocol-Version).
 inline constexpr std::string_view kMcpProtocolVersions[] = {"2025-03-26", "2025-06-18",
-                                                           "2025-11-25"};
+                                                            "2025-11-25"};
 bool supportedMcpProtocolVersion(std::string_view version);
 
 // True when the Accept value lists `mediaType` (case-insensitive, parameters

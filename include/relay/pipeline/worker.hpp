@@ -12,6 +12,8 @@
 
 namespace relay::pipeline {
 
+struct McpUpstreams;  // mcp.hpp
+
 class Worker {
  public:
   Worker(unsigned index, std::shared_ptr<const Snapshot> snapshot);
@@ -20,6 +22,9 @@ class Worker {
   const Snapshot& snapshot() const { return *snapshot_; }
   std::shared_ptr<const Snapshot> snapshotPtr() const { return snapshot_; }
   upstream::ClientPool& clients() { return *clients_; }
+  // Routes and client pool of the MCP servers; an exchange keeps the pointer
+  // for its whole life (a reload replaces the worker's, never this one).
+  std::shared_ptr<McpUpstreams> mcpUpstreams() const { return mcp_; }
   // The selector of `route` (its position in the catalog's routes).
   upstream::SmoothWeightedSelector& selector(std::size_t route) { return selectors_.at(route); }
   // The selector of `route` in `snapshot`, or nullptr when this worker has
@@ -48,6 +53,7 @@ class Worker {
   std::shared_ptr<const Snapshot> snapshot_;
   std::unique_ptr<upstream::ClientPool> clients_;
   std::vector<upstream::SmoothWeightedSelector> selectors_;
+  std::shared_ptr<McpUpstreams> mcp_;
   std::unordered_set<upstream::ResponseStream*> streams_;
   bool shuttingDown_ = false;
 };

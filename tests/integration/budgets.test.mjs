@@ -1,0 +1,232 @@
+// Budgets through the real binary: token and USD caps refuse with
+// insufficient_quota once spent, spend is persisted in state_dir and survives
+// a restart (clean SIGTERM, and SIGKILL after the periodic flush), and a
+// corrupt state file stops start-up instead of resetting spend.
+//
+// Spend is predictable because the mock's usage is (src/mock/chat.cpp):
+// completion tokens = chunks (x-mock-chunks), prompt tokens = ceil(chars / 4).
+
+import assert from 'node:assert/strict';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, afterEach, before, beforeEach, describe, test } from 'node:test';
+
+import { resetMocks } from '../lib/fixtures.mjs';
+import {
+  chatRequest,
+  collectSse,
+  postChat,
+  readOpenAiError,
+  relayConfig,
+  startMock,
+  startRelay,
+  waitFor,
+} from '../lib/harness.mjs';
+
+const UPSTREAM_KEY = 'sk-budget-upstream-secret-7c9e1a3b5d7f9c1e3a5b';
+const keyOf = (name) => `kr-test-budget-${name}-8b0d2f4a6c8e0b2d4f6a`;
+
+const env = { relays: [] };
+before(async () => {
+  env.mock = await startMock({ name: 'upstream', apiKey: UPSTREAM_KEY });
+});
+after(async () => {
+  await Promise.all([...env.relays, env.mock].map((p) => p.stop()));
+});
+beforeEach(async () => {
+  await resetMocks({ upstream: env.mock });
+});
+
+// A gateway config in front of the mock with `keys` ({name: budget}).
+function budgetConfig(keys, extra = {}) {
+  return relayConfig({
+    keys: Object.entries(keys).map(([name, budget]) => ({ name, key: keyOf(name), budget })),
+    upstreams: [
+      {
+        name: 'upstream',
+        url: env.mock.url,
+        apiKey: UPSTREAM_KEY,
+        models: { 'kimi-k2': 'kimi-k2', 'm-priced': 'm-priced' },
+      },
+    ],
+    ...extra,
+  });
+}
+
+async function relayFor(config) {
+  const relay = await startRelay(config);
+  env.relays.push(relay);
+  return relay;
+}
+
+function chat(relay, keyName, body = {}, headers = {}) {
+  return postChat(relay, chatRequest(body), { key: keyOf(keyName), headers });
+}
+
+async function expectServed(res) {
+  const text = await res.text();
+  assert.equal(res.status, 200, text);
+}
+
+// A budget refusal: 429 insufficient_quota, not worth retrying, with a message
+// naming the key and the budget. Returns the message.
+async function expectBudgetRefusal(res, keyName, budgetWords) {
+  assert.equal(res.status, 429);
+  assert.ok(res.headers.get('x-request-id'));
+  assert.equal(res.headers.get('x-should-retry'), 'false');
+  assert.equal(res.headers.get('retry-after'), null, 'no Retry-After: waiting seconds will not refill a budget');
+  const err = await readOpenAiError(res, assert);
+  assert.equal(err.type, 'insufficient_quota');
+  assert.equal(err.code, 'insufficient_quota');
+  assert.ok(err.message.includes(`'${keyName}'`), `the message does not name the key: ${err.message}`);
+  assert.match(err.message, budgetWords);
+  return err.message;
+}
+
+describe('caps', () => {
+  before(async () => {
+    env.caps = await relayFor(
+      budgetConfig(
+        {
+          'out-cap': { max_output_tokens: 30, period: 'day' },
+          'in-cap': { max_input_tokens: 10 },
+          'usd-cap': { usd: 0.001, period: 'total' },
+          'stream-cap': { max_output_tokens: 5 },
+          'cut-cap': { max_output_tokens: 3 },
+        },
+        // 100 USD per million completion tokens: 20 tokens cost 0.002 USD.
+        { prices: [{ model: 'm-priced', input: 0, output: 100 }] },
+      ),
+    );
+  });
+
+  test('max_output_tokens: admitted while under, 429 insufficient_quota once reached', async () => {
+    await expectServed(await chat(env.caps, 'out-cap', {}, { 'x-mock-chunks': '20' })); // 20 of 30
+    await expectServed(await chat(env.caps, 'out-cap', {}, { 'x-mock-chunks': '20' })); // 40 of 30
+    const message = await expectBudgetRefusal(await chat(env.caps, 'out-cap'), 'out-cap', /output-token budget/);
+    assert.match(message, /\b30\b/);
+    assert.match(message, /resets at \d{4}-\d\d-\d\dT00:00:00Z/, 'a daily budget says when it resets');
+    assert.equal((await env.mock.stats()).requests, 2, 'the refused request never reached the upstream');
+  });
+
+  test('max_input_tokens counts the prompt tokens the upstream reported', async () => {
+    // 60 characters: 15 prompt tokens by the mock's count.
+    await expectServed(await chat(env.caps, 'in-cap', { messages: [{ role: 'user', content: 'x'.repeat(60) }] }));
+    await expectBudgetRefusal(await chat(env.caps, 'in-cap'), 'in-cap', /input-token budget of 10 tokens/);
+  });
+
+  test('usd: the price table turns usage into spend', async () => {
+    await expectServed(await chat(env.caps, 'usd-cap', { model: 'm-priced' }, { 'x-mock-chunks': '20' }));
+    const message = await expectBudgetRefusal(await chat(env.caps, 'usd-cap', { model: 'm-priced' }), 'usd-cap', /budget/);
+    assert.match(message, /\$0\.001\b/);
+    assert.match(message, /does not reset/);
+  });
+
+  test('a stream is charged its usage', async () => {
+    const res = await chat(env.caps, 'stream-cap', { stream: true }, { 'x-mock-chunks': '8' });
+    assert.equal(res.status, 200);
+    const events = await collectSse(res);
+    assert.ok(events.at(-1).done);
+    await expectBudgetRefusal(await chat(env.caps, 'stream-cap'), 'stream-cap', /output-token budget/);
+  });
+
+  test('a stream cut short is charged what it produced', async () => {
+    const res = await chat(env.caps, 'cut-cap', { stream: true }, { 'x-mock-chunks': '10', 'x-mock-fault': 'reset_after=4' });
+    assert.equal(res.status, 200);
+    const events = await collectSse(res);
+    assert.ok(events.at(-1).json?.error, 'the cut stream ends with an error event');
+    await expectBudgetRefusal(await chat(env.caps, 'cut-cap'), 'cut-cap', /output-token budget/);
+  });
+});
+
+describe('spend across restarts (state_dir)', () => {
+  const dirs = [];
+  afterEach(() => {
+    for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
+  });
+  function stateDir() {
+    const dir = mkdtempSync(join(tmpdir(), 'kimi-relay-budget-state-'));
+    dirs.push(dir);
+    return dir;
+  }
+  const CAP = 30;
+  const configIn = (dir) => budgetConfig({ persist: { max_output_tokens: CAP, period: 'total' } }, { state_dir: dir });
+  function savedOutputTokens(dir) {
+    const file = join(dir, 'budgets.json');
+    if (!existsSync(file)) return undefined;
+    return JSON.parse(readFileSync(file, 'utf8')).keys?.persist?.output_tokens;
+  }
+
+  test('SIGTERM: spend under the cap resumes after a restart and then reaches it', async () => {
+    const dir = stateDir();
+    const first = await relayFor(configIn(dir));
+    await expectServed(await chat(first, 'persist', {}, { 'x-mock-chunks': '20' })); // 20 of 30
+    const status = await first.stop('SIGTERM');
+    assert.equal(status.code, 0, `clean shutdown, got ${JSON.stringify(status)}`);
+    assert.equal(savedOutputTokens(dir), 20, 'a clean shutdown writes the spend');
+
+    const second = await relayFor(configIn(dir));
+    await expectServed(await chat(second, 'persist', {}, { 'x-mock-chunks': '20' })); // 40 of 30
+    await expectBudgetRefusal(await chat(second, 'persist'), 'persist', /output-token budget/);
+    await second.stop('SIGTERM');
+    assert.equal(savedOutputTokens(dir), 40);
+  });
+
+  test('SIGTERM: a restarted gateway refuses a key whose restored spend is over the cap', async () => {
+    const dir = stateDir();
+    const first = await relayFor(configIn(dir));
+    await expectServed(await chat(first, 'persist', {}, { 'x-mock-chunks': '40' }));
+    await first.stop('SIGTERM');
+
+    const second = await relayFor(configIn(dir));
+    await env.mock.resetStats();
+    await expectBudgetRefusal(await chat(second, 'persist'), 'persist', /output-token budget/);
+    assert.equal((await env.mock.stats()).requests, 0);
+  });
+
+  test('SIGKILL after the periodic flush: the spend survives the crash', async () => {
+    const dir = stateDir();
+    const first = await relayFor(configIn(dir));
+    const t0 = performance.now();
+    await expectServed(await chat(first, 'persist', {}, { 'x-mock-chunks': '40' }));
+    // The flusher writes every 2 s: the spend must be on disk within that.
+    await waitFor(() => savedOutputTokens(dir) === 40, { timeoutMs: 4000, intervalMs: 100, what: 'budgets.json to hold the spend' });
+    const flushedAfter = performance.now() - t0;
+    assert.ok(flushedAfter < 3000, `flushed after ${flushedAfter.toFixed(0)} ms`);
+    const status = await first.stop('SIGKILL');
+    assert.equal(status.signal, 'SIGKILL');
+
+    const second = await relayFor(configIn(dir));
+    await env.mock.resetStats();
+    await expectBudgetRefusal(await chat(second, 'persist'), 'persist', /output-token budget/);
+    assert.equal((await env.mock.stats()).requests, 0);
+  });
+
+  for (const [label, contents] of [
+    ['truncated JSON', '{"version": 1, "keys": {"persist": {"period": "total", '],
+    ['a negative spend', JSON.stringify({
+      version: 1,
+      keys: { persist: { period: 'total', period_start: '1970-01-01T00:00:00Z', spent_nano_usd: -5, input_tokens: 0, output_tokens: 0 } },
+    })],
+  ]) {
+    test(`a corrupt budgets.json (${label}) stops start-up with an error naming the file`, async () => {
+      const dir = stateDir();
+      const file = join(dir, 'budgets.json');
+      writeFileSync(file, contents);
+      let relay;
+      await assert.rejects(
+        (async () => {
+          relay = await startRelay(configIn(dir));
+        })(),
+        (err) => {
+          assert.match(err.message, /exited early \(code [1-9]\d*/, err.message);
+          assert.ok(err.message.includes(file), `the error does not name ${file}:\n${err.message}`);
+          return true;
+        },
+      );
+      if (relay) env.relays.push(relay);
+      assert.equal(readFileSync(file, 'utf8'), contents, 'the corrupt file is left as it was');
+    });
+  }
+});
