@@ -31,6 +31,8 @@ void addOutcomeHeaders(Headers& h, const Forwarded& f, const ChatRecord& record,
     if (f.route != record.plan->route) h.add("x-relay-fallback-model", f.route->model);
     if (const std::string* id = f.response->headers().find("x-request-id"))
       h.add("x-upstream-request-id", *id);
+  } else if (f.answeredBy) {
+    h.add("x-relay-upstream", snap.catalog.upstreams()[f.upstream].name);
   }
 }
 
@@ -147,12 +149,12 @@ net::Task<void> handleChatCompletions(Worker& worker, net::Exchange& ex) {
   const Snapshot& snap = *snapshot;
   net::ResponseSink& sink = *ex.response;
   telemetry::Metrics::InFlight inFlight(snap.metrics);
+  ChatPlan plan;  // declared before the record, which settles against it when destroyed
   ChatRecord record(snap, ex, requestIdFrom(ex.head.headers.get("x-request-id")), start);
 
   Headers base;
   base.add("x-request-id", record.requestId());
 
-  ChatPlan plan;
   std::optional<ApiError> refused = planChat(snap, ex, plan, base);
   record.plan = &plan;
   if (refused) {
@@ -169,6 +171,7 @@ net::Task<void> handleChatCompletions(Worker& worker, net::Exchange& ex) {
   if (!f.response) {
     if (sink.clientGone()) co_return;
     ErrorAnswer& e = *f.error;
+    if (f.answeredBy) record.upstream = f.upstream;
     record.status = e.status;
     record.errorCode = e.code;
     for (const HeaderField& h : e.headers) base.add(h.name, h.value);

@@ -56,6 +56,8 @@ ErrorAnswer gatewayError(int status, std::string_view message, std::string_view 
 
 // One attempt's failure, kept for the answer if nothing succeeds.
 struct Tried {
+  std::size_t index = 0;  // the upstream, in the catalog
+  const upstream::ModelRoute* route = nullptr;
   std::string upstream;
   std::string what;  // "connection refused", "HTTP 503"
   AttemptFailure failure;
@@ -93,17 +95,27 @@ class Forwarder {
     }
     for (std::size_t m = 0; m < models.size() && !exhausted(); ++m) {
       if (m > 0 && !tried_.empty()) {
-        snap_.telemetry->fallback(static_cast<std::uint32_t>(lastUpstream_),
+        snap_.telemetry->fallback(static_cast<std::uint32_t>(tried_.back().index),
                                   telemetry::FallbackKind::kModel,
                                   telemetryReason(tried_.back().failure));
       }
-      std::optional<Forwarded> done = co_await tryModel(*models[m]);
+      std::optional<Forwarded> done = co_await tryModel(*models[m], m + 1 < models.size());
       if (done) co_return std::move(*done);
     }
-    co_return fail(finalAnswer());
+    Forwarded f = fail(finalAnswer());
+    if (!tried_.empty() && tried_.back().passthrough) f.upstream = tried_.back().index;
+    f.answeredBy = !tried_.empty() && tried_.back().passthrough;
+    co_return f;
   }
 
  private:
+  bool allFailed(const upstream::ModelRoute& route) const {
+    for (std::size_t u : route.upstreams) {
+      if (!history_.tried(u)) return false;
+    }
+    return true;
+  }
+
   bool exhausted() const {
     return giveUp_ || history_.attempts() >= maxAttempts_ || SteadyClock::now() >= deadline_;
   }
@@ -115,9 +127,14 @@ class Forwarder {
   }
 
   // Attempts on the upstreams of one model; nullopt when they are exhausted.
-  net::Task<std::optional<Forwarded>> tryModel(const upstream::ModelRoute& route) {
+  // With a fallback model left, a model whose every upstream has already
+  // failed in this request is given up: its fallback is the better bet than
+  // the same upstreams again.
+  net::Task<std::optional<Forwarded>> tryModel(const upstream::ModelRoute& route,
+                                               bool fallbackLeft) {
     upstream::UpstreamStates& states = *snap_.upstreamStates;
     while (!exhausted()) {
+      if (fallbackLeft && allFailed(route)) co_return std::nullopt;
       auto now = SteadyClock::now();
       upstream::SmoothWeightedSelector* selector = worker_.selector(snap_, route.index);
       upstream::SmoothWeightedSelector fallbackSelector = fallbackFor(route);
@@ -144,8 +161,14 @@ class Forwarder {
       history_.recordAttempt(lease.upstream);
       req_.record.attempts = history_.attempts();
       if (history_.attempts() > 1 && !tried_.empty()) {
-        snap_.telemetry->retry(static_cast<std::uint32_t>(lease.upstream),
-                               telemetryReason(tried_.back().failure));
+        // Counted against the upstream that failed, not the one retried.
+        const Tried& failed = tried_.back();
+        auto from = static_cast<std::uint32_t>(failed.index);
+        snap_.telemetry->retry(from, telemetryReason(failed.failure));
+        if (failed.index != lease.upstream && failed.route == &route) {
+          snap_.telemetry->fallback(from, telemetry::FallbackKind::kUpstream,
+                                    telemetryReason(failed.failure));
+        }
       }
       std::optional<Forwarded> ok = co_await attempt(route, std::move(lease));
       if (ok) co_return ok;
@@ -207,6 +230,8 @@ class Forwarder {
     std::uint64_t ejectionsBefore = state.health().ejectionsTotal();
 
     Tried tried;
+    tried.index = u;
+    tried.route = &route;
     tried.upstream = info.name;
     if (!resp) {
       auto cls = upstream::failureClassFromName(upstream::failureClass(failure.kind));
@@ -219,6 +244,7 @@ class Forwarder {
                    headAt);
     } else if (resp->status() >= 200 && resp->status() < 300) {
       lease.report(upstream::HealthVerdict::kSuccess, headAt);
+      reportHealth(u);
       Forwarded f;
       f.response = std::move(resp);
       f.lease = std::move(lease);
@@ -253,8 +279,18 @@ class Forwarder {
       snap_.telemetry->ejection(static_cast<std::uint32_t>(u),
                                 telemetry::EjectionReason::kConsecutiveFailures);
     }
+    reportHealth(u);
     tried_.push_back(std::move(tried));
     co_return std::nullopt;
+  }
+
+  void reportHealth(std::size_t u) {
+    using upstream::HealthStatus;
+    HealthStatus st = (*snap_.upstreamStates)[u].health().status(SteadyClock::now());
+    snap_.telemetry->upstreamHealth(static_cast<std::uint32_t>(u),
+                                    st == HealthStatus::kEjected    ? telemetry::HealthState::kEjected
+                                    : st == HealthStatus::kHalfOpen ? telemetry::HealthState::kHalfOpen
+                                                                    : telemetry::HealthState::kHealthy);
   }
 
   // The answer when no attempt succeeded.

@@ -30,6 +30,7 @@ struct Forwarded {
   std::size_t upstream = 0;
   const upstream::ModelRoute* route = nullptr;  // the model that answered
   std::optional<ErrorAnswer> error;             // set when there is no response
+  bool answeredBy = false;  // error: an upstream's own answer (`upstream` says which)
 };
 
 struct ForwardRequest {

@@ -50,6 +50,8 @@ void ChatRecord::settle() {
   if (route) {
     r.model = route->model;
     r.modelId = static_cast<std::uint32_t>(route->index);
+  } else if (plan && !plan->fields.model.empty()) {
+    r.model = plan->fields.model;  // logged as asked (escaped); its metric label is "none"
   }
   if (servedRoute && servedRoute != route) {
     r.fallbackModel = servedRoute->model;
@@ -77,7 +79,7 @@ void ChatRecord::settle() {
   std::uint64_t promptEstimate = plan ? plan->promptEstimate : 0;
   if (usage) {
     r.usage = {usage->promptTokens, usage->cachedTokens, usage->completionTokens};
-  } else if (upstream && (outputEstimate > 0 || status / 100 == 2)) {
+  } else if (upstream && (outputEstimate > 0 || status / 100 == 2) && status < 400) {
     r.usage = {static_cast<std::int64_t>(promptEstimate), 0,
                static_cast<std::int64_t>(outputEstimate)};
     r.usageEstimated = true;

@@ -35,8 +35,8 @@ bool StreamTransform::inspect(const sse::Event& e) {
   if (!found) return false;
   usage_ = found->usage;
   if (found->place == sse::UsagePlace::kFirstChoice) {
-    usageInChoice_ = true;
-    return !callerWantsUsage_;
+    usageInChoice_ = true;  // always moved out of the choice (see rewrite())
+    return true;
   }
   return found->usageOnlyChunk && !callerWantsUsage_;
 }
@@ -61,9 +61,9 @@ void StreamTransform::rewrite() {
       out_.append(e.raw);
       continue;
     }
-    if (!callerWantsUsage_ && sse::mayContainUsage(e.data)) {
+    if (sse::mayContainUsage(e.data)) {
       std::optional<sse::FoundUsage> found = sse::extractUsage(e.data);
-      if (found && found->usageOnlyChunk) continue;  // asked for by us, not the caller
+      if (found && found->usageOnlyChunk && !callerWantsUsage_) continue;  // asked for by us
       std::string stripped;
       if (found && found->place == sse::UsagePlace::kFirstChoice &&
           sse::removeChoiceUsage(e.data, stripped)) {

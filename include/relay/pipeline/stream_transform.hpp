@@ -5,9 +5,10 @@
 // own. Usage is read wherever the upstream puts it (OpenAI's usage-only chunk,
 // Moonshot's choices[0].usage), and the caller sees exactly what it asked for:
 // - the gateway asked for include_usage on the caller's behalf: the usage-only
-//   chunk is consumed, and Moonshot's choices[0].usage is removed;
-// - the caller asked for usage from a Moonshot upstream: an OpenAI-style
-//   usage-only chunk is emitted just before `data: [DONE]`.
+//   chunk is consumed;
+// - Moonshot's non-standard choices[0].usage is always removed from its
+//   chunk, and a caller who asked for usage gets it in OpenAI's place, an
+//   OpenAI-style usage-only chunk just before `data: [DONE]`.
 // When no event needs changing (the common case) the parser's bytes go out
 // untouched, in one write per upstream read.
 #pragma once
