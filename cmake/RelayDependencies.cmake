@@ -19,3 +19,15 @@ target_link_libraries(relay_asio INTERFACE Boost::headers)
 target_compile_definitions(relay_asio INTERFACE
   BOOST_ASIO_NO_DEPRECATED
   BOOST_ASIO_DISABLE_BOOST_COROUTINE)
+
+# tcmalloc (Debian libgoogle-perftools-dev): a gateway allocates small objects
+# per request on every worker; tcmalloc's per-thread caches make that cheap.
+option(RELAY_USE_TCMALLOC "Link the binaries with tcmalloc_minimal when it is installed" ON)
+add_library(relay_malloc INTERFACE)
+if(RELAY_USE_TCMALLOC)
+  find_library(TCMALLOC_MINIMAL NAMES tcmalloc_minimal libtcmalloc_minimal.so.4)
+  if(TCMALLOC_MINIMAL)
+    target_link_libraries(relay_malloc INTERFACE ${TCMALLOC_MINIMAL})
+    message(STATUS "kimi-relay: linking ${TCMALLOC_MINIMAL}")
+  endif()
+endif()

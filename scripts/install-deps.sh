@@ -10,7 +10,7 @@ build_pkgs=(
   build-essential cmake ninja-build ccache pkg-config git
   libboost1.81-dev libssl-dev libnghttp2-dev
   nlohmann-json3-dev libspdlog-dev libfmt-dev libyaml-cpp-dev prometheus-cpp-dev
-  libgtest-dev libgmock-dev
+  libgtest-dev libgmock-dev libgoogle-perftools-dev
 )
 test_pkgs=(curl nghttp2-client prometheus procps)
 

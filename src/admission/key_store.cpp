@@ -11,9 +11,24 @@
 namespace relay::admission {
 
 Digest sha256(std::string_view data) {
+  // One context and one fetched algorithm per thread: EVP_Digest() would
+  // allocate and fetch both on every call, and every request hashes a key.
+  struct Hasher {
+    EVP_MD* md = EVP_MD_fetch(nullptr, "SHA256", nullptr);
+    EVP_MD_CTX* ctx = EVP_MD_CTX_new();
+    ~Hasher() {
+      EVP_MD_CTX_free(ctx);
+      EVP_MD_free(md);
+    }
+  };
+  thread_local Hasher h;
   Digest d{};
   unsigned int len = 0;
-  EVP_Digest(data.data(), data.size(), d.data(), &len, EVP_sha256(), nullptr);
+  if (!h.md || !h.ctx || EVP_DigestInit_ex2(h.ctx, h.md, nullptr) != 1 ||
+      EVP_DigestUpdate(h.ctx, data.data(), data.size()) != 1 ||
+      EVP_DigestFinal_ex(h.ctx, d.data(), &len) != 1) {
+    EVP_Digest(data.data(), data.size(), d.data(), &len, EVP_sha256(), nullptr);
+  }
   return d;
 }
 
@@ -174,18 +189,19 @@ AuthResult KeyStore::authenticate(const Headers& headers) const {
         "<key>'.";
     return r;
   }
-  if (std::string problem = keyFormatProblem(key); !problem.empty()) {
-    r.status = AuthStatus::kMalformed;
-    r.message = "Incorrect API key provided: " + problem + ".";
-    return r;
-  }
   if (key.empty()) {
     r.status = AuthStatus::kMissing;
     r.message = "The API key is empty. Send the key the gateway issued you.";
     return r;
   }
   r.tenant = find(key);
+  // Why a key did not match is worth a scan only when it did not.
   if (!r.tenant) {
+    if (std::string problem = keyFormatProblem(key); !problem.empty()) {
+      r.status = AuthStatus::kMalformed;
+      r.message = "Incorrect API key provided: " + problem + ".";
+      return r;
+    }
     r.status = AuthStatus::kInvalid;
     r.message = "Incorrect API key provided. Use a key issued by this gateway.";
     return r;

@@ -22,19 +22,31 @@ std::string toLower(std::string_view s) {
   return out;
 }
 
+namespace {
+bool isLower(std::string_view s) {
+  for (char c : s) {
+    if (c >= 'A' && c <= 'Z') return false;
+  }
+  return true;
+}
+}  // namespace
+
 void Headers::add(std::string_view name, std::string_view value) {
-  fields_.push_back({toLower(name), std::string(value)});
+  // Most names arrive lowercase already (HTTP/2 requires it; our own code
+  // writes them so): copy them as they are.
+  HeaderField& f = fields_.emplace_back(HeaderField{std::string(name), std::string(value)});
+  if (!isLower(name)) {
+    for (char& c : f.name) c = lowerAscii(c);
+  }
 }
 
 void Headers::set(std::string_view name, std::string_view value) {
-  std::string lower = toLower(name);
-  remove(lower);
-  fields_.push_back({std::move(lower), std::string(value)});
+  remove(name);
+  add(name, value);
 }
 
 void Headers::remove(std::string_view name) {
-  std::string lower = toLower(name);
-  std::erase_if(fields_, [&](const HeaderField& f) { return f.name == lower; });
+  std::erase_if(fields_, [&](const HeaderField& f) { return equalsIgnoreCase(f.name, name); });
 }
 
 const std::string* Headers::find(std::string_view lowerName) const {

@@ -1,17 +1,19 @@
 #include "relay/common/request_id.hpp"
 
-#include <cstdio>
 #include <random>
 
 namespace relay {
 
 std::string newRequestId() {
   thread_local std::mt19937_64 random{std::random_device{}()};
-  char buf[32];
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string id = "req_";
+  id.resize(4 + 24);
   std::uint64_t a = random();
-  auto b = static_cast<std::uint32_t>(random());
-  std::snprintf(buf, sizeof buf, "req_%016llx%08x", static_cast<unsigned long long>(a), b);
-  return buf;
+  std::uint64_t b = random();
+  for (int i = 0; i < 16; ++i) id[4 + i] = kHex[(a >> (60 - 4 * i)) & 0xf];
+  for (int i = 0; i < 8; ++i) id[20 + i] = kHex[(b >> (28 - 4 * i)) & 0xf];
+  return id;
 }
 
 std::string requestIdFrom(std::string_view given) {

@@ -315,8 +315,22 @@ class H1Session final : public ResponseSink,
     std::string_view connection;
     if (auto it = req.find(http::field::connection); it != req.end()) connection = it->value();
     for (const auto& f : req) {
-      std::string name = toLower(f.name_string());
-      if (isHopByHopHeader(name) || name == "content-length" || name == "expect") continue;
+      switch (f.name()) {  // Beast knows the common names: no string work for them
+        case http::field::connection:
+        case http::field::keep_alive:
+        case http::field::proxy_connection:
+        case http::field::transfer_encoding:
+        case http::field::te:
+        case http::field::upgrade:
+        case http::field::trailer:
+        case http::field::content_length:
+        case http::field::expect:
+        case http::field::http2_settings:
+          continue;
+        default:
+          break;
+      }
+      std::string_view name = f.name_string();
       if (!connection.empty() && listsToken(connection, name)) continue;
       ex.head.headers.add(name, f.value());
     }

@@ -143,8 +143,10 @@ struct Runtime::Impl {
 Runtime::Runtime(unsigned workers) : impl_(std::make_unique<Impl>()) {
   if (workers == 0) workers = std::max(1u, std::thread::hardware_concurrency());
   for (unsigned i = 0; i < workers; ++i) {
-    // concurrency hint 1: each context is only ever run by its own thread.
-    impl_->contexts.push_back(std::make_unique<asio::io_context>(1));
+    // Each context is run by its own thread only, and its sockets are touched
+    // only from it: the reactor needs no locking. Posting from other threads
+    // (reload, drain) stays safe: the scheduler keeps its lock.
+    impl_->contexts.push_back(std::make_unique<asio::io_context>(BOOST_ASIO_CONCURRENCY_HINT_UNSAFE_IO));
     impl_->guards.emplace_back(impl_->contexts.back()->get_executor());
     impl_->registries.push_back(std::make_unique<SessionRegistry>());
   }

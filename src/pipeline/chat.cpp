@@ -54,7 +54,7 @@ net::Task<void> deliverJson(net::ResponseSink& sink, Forwarded& f, Headers heade
     co_await respondError(sink, std::move(headers), std::move(err));
     co_return;
   }
-  if (auto found = sse::extractUsage(body)) record.usage = found->usage;
+  if (auto usage = sse::extractBodyUsage(body)) record.usage = *usage;
   else record.outputEstimate = body.size() / 4;
   net::ResponseHead head;
   head.status = f.response->status();

@@ -208,8 +208,8 @@ class Forwarder {
     upstream::OutgoingRequest out;
     out.method = "POST";
     out.path = info.target.path("/chat/completions");
-    out.headers = forwardHeaders_;
-    out.headers.set("authorization", info.authorization);
+    out.shared = &forwardHeaders_;
+    out.headers.add("authorization", info.authorization);
     out.body = body_;
 
     upstream::Deadlines d;

@@ -110,6 +110,51 @@ std::optional<FoundUsage> extractUsage(std::string_view payload) {
   return found;
 }
 
+namespace {
+
+// The end (one past '}') of the object starting at text[open], skipping
+// strings; npos when it does not close.
+std::size_t objectEnd(std::string_view text, std::size_t open) {
+  int depth = 0;
+  for (std::size_t i = open; i < text.size(); ++i) {
+    char c = text[i];
+    if (c == '"') {
+      for (++i; i < text.size() && text[i] != '"'; ++i) {
+        if (text[i] == '\\') ++i;
+      }
+    } else if (c == '{') {
+      ++depth;
+    } else if (c == '}' && --depth == 0) {
+      return i + 1;
+    }
+  }
+  return std::string_view::npos;
+}
+
+}  // namespace
+
+std::optional<Usage> extractBodyUsage(std::string_view body) {
+  constexpr std::string_view kKey = "\"usage\"";
+  for (std::size_t at = body.rfind(kKey); at != std::string_view::npos && at > 0;
+       at = body.rfind(kKey, at - 1)) {
+    std::size_t slashes = 0;
+    while (slashes < at && body[at - 1 - slashes] == '\\') ++slashes;
+    if (slashes % 2 == 1) continue;  // an escaped quote: inside a string
+    std::size_t p = body.find_first_not_of(" \t\r\n", at + kKey.size());
+    if (p == std::string_view::npos || body[p] != ':') continue;  // a value, not a key
+    p = body.find_first_not_of(" \t\r\n", p + 1);
+    if (p == std::string_view::npos || body[p] != '{') break;     // "usage": null
+    std::size_t end = objectEnd(body, p);
+    if (end == std::string_view::npos) break;
+    Usage usage;
+    if (readUsage(body, JsonSpan{p, end - p}, usage)) return usage;
+    break;
+  }
+  std::optional<FoundUsage> found = extractUsage(body);
+  if (!found) return std::nullopt;
+  return found->usage;
+}
+
 bool readChunkIdentity(std::string_view payload, ChunkIdentity& out) {
   if (scanObject(payload, topMembers)) return false;
   const JsonMember* id = findMember(topMembers, "id");

@@ -50,9 +50,14 @@ std::shared_ptr<asio::ssl::context> makeClientTlsContext(const std::string& caFi
 
 std::string serializeRequest(const OutgoingRequest& req, const Target& target) {
   std::string out;
-  out.reserve(256 + req.headers.size() * 64);
+  out.reserve(256 + (req.headers.size() + (req.shared ? req.shared->size() : 0)) * 64);
   out.append(req.method).append(" ").append(req.path).append(" HTTP/1.1\r\nhost: ");
   out.append(target.hostHeader).append("\r\n");
+  if (req.shared) {
+    for (const HeaderField& f : *req.shared) {
+      out.append(f.name).append(": ").append(f.value).append("\r\n");
+    }
+  }
   for (const HeaderField& f : req.headers) {
     out.append(f.name).append(": ").append(f.value).append("\r\n");
   }

@@ -42,6 +42,13 @@ bool mayContainUsage(std::string_view payload);
 // none, or when the payload is not a valid JSON object.
 std::optional<FoundUsage> extractUsage(std::string_view payload);
 
+// Usage of a whole (non-streamed) chat.completion body, for a relay that
+// passes the body on and need not validate it: finds the last `"usage"` key
+// (a quote that no odd run of backslashes escapes is a real delimiter, so the
+// match cannot sit inside a string), then reads and validates only that
+// object. Falls back to extractUsage() when the shortcut does not apply.
+std::optional<Usage> extractBodyUsage(std::string_view body);
+
 // What every chunk of one stream shares; read from its first chunk.
 struct ChunkIdentity {
   std::string id;

@@ -56,7 +56,11 @@ struct Deadlines {
 struct OutgoingRequest {
   std::string_view method = "POST";
   std::string path;        // "/v1/chat/completions"
-  Headers headers;         // end-to-end; host, content-length and framing are added
+  // End-to-end fields; host, content-length and framing are added. `shared`
+  // (optional, must outlive the send) is written first: fields that are the
+  // same for every attempt of a request need not be copied per attempt.
+  const Headers* shared = nullptr;
+  Headers headers;
   std::string_view body;   // must outlive the send
 };
 

@@ -135,5 +135,34 @@ TEST(Usage, RemovesUsageFromTheFirstChoiceKeepingEveryOtherByte) {
   EXPECT_EQ(out, "kept");
 }
 
+TEST(Usage, ReadsAWholeBodyFromItsLastUsageKey) {
+  const std::string body =
+      R"({"id":"c","choices":[{"message":{"content":"the \"usage\":{\"prompt_tokens\":999} of words"}}],)"
+      R"("usage": {"prompt_tokens":12,"completion_tokens":5,"total_tokens":17,)"
+      R"("prompt_tokens_details":{"cached_tokens":4}}})";
+  std::optional<Usage> u = extractBodyUsage(body);
+  ASSERT_TRUE(u);
+  EXPECT_EQ(u->promptTokens, 12);
+  EXPECT_EQ(u->completionTokens, 5);
+  EXPECT_EQ(u->cachedTokens, 4);
+
+  // A content string that ends the body with the key's bytes, escaped, is not a key.
+  const std::string trick = R"({"usage":{"prompt_tokens":3,"completion_tokens":1},"c":"x\"usage\":{}"})";
+  u = extractBodyUsage(trick);
+  ASSERT_TRUE(u);
+  EXPECT_EQ(u->promptTokens, 3);
+
+  // "usage": null and no usage at all: nothing (via the full scan).
+  EXPECT_FALSE(extractBodyUsage(R"({"id":"c","usage":null})"));
+  EXPECT_FALSE(extractBodyUsage(R"({"id":"c"})"));
+  // An unterminated usage object is not trusted.
+  EXPECT_FALSE(extractBodyUsage(R"({"usage":{"prompt_tokens":1)"));
+  // Mistyped counts read as 0, as extractUsage() reads them.
+  u = extractBodyUsage(R"({"usage":{"prompt_tokens":"many","completion_tokens":2}})");
+  ASSERT_TRUE(u);
+  EXPECT_EQ(u->promptTokens, 0);
+  EXPECT_EQ(u->completionTokens, 2);
+}
+
 }  // namespace
 }  // namespace relay::sse
