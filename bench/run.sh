@@ -37,7 +37,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-mock_port=28081 relay_port=28080 relay_h2_port=28083 nginx_port=28082
+mock_port=28081 relay_port=28080 relay_tls_port=28083 nginx_port=28082 hot_port=28084
 key=kr-bench-key-not-secret
 key_sha=$(printf %s "$key" | sha256sum | cut -d' ' -f1)
 upstream_key=bench-upstream-key
@@ -48,6 +48,10 @@ cat >"$work/body.json" <<'EOF'
 EOF
 sed 's/"max_tokens":256}/"max_tokens":256,"stream":true}/' "$work/body.json" >"$work/stream.json"
 
+# A throwaway certificate for the TLS runs.
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 1 \
+  -keyout "$work/tls.key" -out "$work/tls.crt" -subj /CN=localhost >/dev/null 2>&1
+
 taskset -c 0 "$bin/kimi-relay-mock" --listen 127.0.0.1:$mock_port --name bench --api-key "$upstream_key" \
   --workers 1 --chunks 19 --chunk-delay-ms 0 --no-record >"$work/mock.log" 2>&1 &
 pids+=($!)
@@ -55,6 +59,7 @@ pids+=($!)
 cat >"$work/relay.yaml" <<EOF
 server:
   listen: ["127.0.0.1:$relay_port"]
+  tls_listen: [{address: "127.0.0.1:$relay_tls_port", cert: "$work/tls.crt", key: "$work/tls.key"}]
   workers: 1
 keys:
   - name: bench
@@ -112,15 +117,17 @@ hz=$(getconf CLK_TCK)
 # run NAME URL BODY CLIENTS PID -> one result line. Direct runs carry the
 # upstream's key (the mock checks it); proxied runs the caller's key.
 run() {
-  local name=$1 url=$2 body=$3 clients=$4 pid=${5:-}
+  local name=$1 url=$2 body=$3 clients=$4 pid=${5:-} mode=${6:---h1}
   local key=$key
   [[ $name == direct* ]] && key=$upstream_key
+  local -a proto
+  read -r -a proto <<<"$mode"  # "--h1", or "-m 16" for HTTP/2 streams per connection
   local log="$work/$name-$clients.log"
-  taskset -c 0 h2load --h1 -c "$clients" -D "$warmup" -d "$body" -H "Authorization: Bearer $key" \
+  taskset -c 0 h2load "${proto[@]}" -c "$clients" -D "$warmup" -d "$body" -H "Authorization: Bearer $key" \
     -H 'Content-Type: application/json' "$url" >/dev/null 2>&1 || true
   local before=0
   [[ -n $pid ]] && before=$(cpu_ticks "$pid")
-  taskset -c 0 h2load --h1 -c "$clients" -D "$duration" -d "$body" -H "Authorization: Bearer $key" \
+  taskset -c 0 h2load "${proto[@]}" -c "$clients" -D "$duration" -d "$body" -H "Authorization: Bearer $key" \
     -H 'Content-Type: application/json' --log-file="$log" "$url" >"$work/out.txt" 2>&1 || true
   local after=0
   [[ -n $pid ]] && after=$(cpu_ticks "$pid")
@@ -156,6 +163,38 @@ echo '|----------------|-----|-----------|----------|----------|---------------|
 run direct-sse "http://127.0.0.1:$mock_port/v1/chat/completions" "$work/stream.json" 16
 [[ -n $nginx_pid ]] && run nginx-sse "http://127.0.0.1:$nginx_port/v1/chat/completions" "$work/stream.json" 16 "$nginx_pid"
 run kimi-relay-sse "http://127.0.0.1:$relay_port/v1/chat/completions" "$work/stream.json" 16 "$relay_pid"
+
+echo
+echo 'kimi-relay over each protocol (JSON requests; HTTP/2 runs carry 16 streams per connection):'
+echo
+echo '| target         |  c  |   req/s   | p50 µs   | p99 µs   | CPU µs/req |'
+echo '|----------------|-----|-----------|----------|----------|------------|'
+run relay-h1-tls "https://127.0.0.1:$relay_tls_port/v1/chat/completions" "$work/body.json" 64 "$relay_pid"
+run relay-h2c "http://127.0.0.1:$relay_port/v1/chat/completions" "$work/body.json" 4 "$relay_pid" "-m 16"
+run relay-h2-tls "https://127.0.0.1:$relay_tls_port/v1/chat/completions" "$work/body.json" 4 "$relay_pid" "-m 16"
+echo "kimi-relay memory after the protocol runs: VmRSS $(rss_kib "$relay_pid") KiB, VmHWM $(hwm_kib "$relay_pid") KiB"
+
+# Admission on one hot key from every worker: the same relay config with and
+# without limits (generous enough that every request passes), two workers,
+# unpinned, so both workers hit the key's buckets at once.
+hot_run() {
+  local label=$1 limits=$2
+  sed -e "s/workers: 1/workers: 2/" -e "s/$relay_port/$hot_port/" -e "/tls_listen/d" \
+    "$work/relay.yaml" >"$work/hot.yaml"
+  [[ -n $limits ]] && sed -i "s|    sha256: \"$key_sha\"|    sha256: \"$key_sha\"\n    limits: $limits|" "$work/hot.yaml"
+  "$bin/kimi-relay" --config "$work/hot.yaml" >"$work/hot.log" 2>&1 &
+  local hot_pid=$!
+  for _ in $(seq 50); do curl -s --noproxy '*' -o /dev/null "http://127.0.0.1:$hot_port/v1/models" && break; sleep 0.1; done
+  run "$label" "http://127.0.0.1:$hot_port/v1/chat/completions" "$work/body.json" 64 "$hot_pid"
+  kill "$hot_pid"; wait "$hot_pid" 2>/dev/null || true
+}
+echo
+echo 'One hot key from 2 workers (relay unpinned), without and with per-key limits:'
+echo
+echo '| target         |  c  |   req/s   | p50 µs   | p99 µs   | CPU µs/req |'
+echo '|----------------|-----|-----------|----------|----------|------------|'
+hot_run hot-no-limits ""
+hot_run hot-limits "{rpm: 100000000, tpm: 100000000000, concurrency: 100000}"
 
 echo
 awk '$1=="direct"{d50[$2]=$3; d99[$2]=$4} $1=="kimi-relay"{r50[$2]=$3; r99[$2]=$4}
