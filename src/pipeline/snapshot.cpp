@@ -73,7 +73,18 @@ Snapshot::Snapshot(config::Config cfg, const Services& services, const Snapshot*
     budgets->load(now);
   }
 
-  upstreamStates = std::make_shared<upstream::UpstreamStates>(upstream::upstreamOptions(config));
+  std::vector<upstream::UpstreamOptions> upstreamOpts = upstream::upstreamOptions(config);
+  if (previous) {
+    auto names = [](const config::Config& c) {
+      std::vector<std::string> n;
+      for (const auto& u : c.upstreams) n.push_back(u.name);
+      return n;
+    };
+    upstreamStates = std::make_shared<upstream::UpstreamStates>(
+        upstreamOpts, names(config), *previous->upstreamStates, names(previous->config));
+  } else {
+    upstreamStates = std::make_shared<upstream::UpstreamStates>(upstreamOpts);
+  }
   for (const upstream::ModelRoute& route : catalog.routes()) {
     std::vector<const upstream::ModelRoute*> chain;
     auto it = config.routes.find(route.model);

@@ -58,9 +58,39 @@ Admission UpstreamState::admit(SteadyTime now, bool retry, bool forced) {
   return a;
 }
 
-UpstreamStates::UpstreamStates(const std::vector<UpstreamOptions>& options) {
-  for (const UpstreamOptions& o : options)
-    states_.emplace_back(o);
+UpstreamStates::UpstreamStates(const std::vector<UpstreamOptions>& options) : options_(options) {
+  for (const UpstreamOptions& o : options) states_.push_back(std::make_shared<UpstreamState>(o));
+}
+
+namespace {
+bool sameOptions(const UpstreamOptions& a, const UpstreamOptions& b) {
+  return a.health.ejectAfterFailures == b.health.ejectAfterFailures &&
+         a.health.baseEjection == b.health.baseEjection &&
+         a.health.maxEjection == b.health.maxEjection &&
+         a.health.probeTimeout == b.health.probeTimeout &&
+         a.retryBudget.ratio == b.retryBudget.ratio &&
+         a.retryBudget.minPerSecond == b.retryBudget.minPerSecond &&
+         a.retryBudget.memory == b.retryBudget.memory &&
+         a.shaping.maxConcurrency == b.shaping.maxConcurrency && a.shaping.rpm == b.shaping.rpm &&
+         a.shaping.rpmBurst == b.shaping.rpmBurst;
+}
+}  // namespace
+
+UpstreamStates::UpstreamStates(const std::vector<UpstreamOptions>& options,
+                               const std::vector<std::string>& names,
+                               const UpstreamStates& previous,
+                               const std::vector<std::string>& previousNames)
+    : options_(options) {
+  for (std::size_t i = 0; i < options.size(); ++i) {
+    std::shared_ptr<UpstreamState> state;
+    for (std::size_t j = 0; j < previousNames.size() && j < previous.states_.size(); ++j) {
+      if (previousNames[j] == names.at(i) && sameOptions(previous.options_[j], options[i])) {
+        state = previous.states_[j];
+        break;
+      }
+    }
+    states_.push_back(state ? state : std::make_shared<UpstreamState>(options[i]));
+  }
 }
 
 }  // namespace relay::upstream

@@ -7,7 +7,9 @@
 #include <atomic>
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "relay/upstream/health.hpp"
@@ -99,15 +101,23 @@ class UpstreamState {
 class UpstreamStates {
  public:
   explicit UpstreamStates(const std::vector<UpstreamOptions>& options);
+  // For a config reload: upstream i takes over `previous`'s state of the same
+  // name when its options did not change (health, retry budget and shaping
+  // carry on); others start fresh. `names` and `previousNames` index like the
+  // options of each.
+  UpstreamStates(const std::vector<UpstreamOptions>& options, const std::vector<std::string>& names,
+                 const UpstreamStates& previous, const std::vector<std::string>& previousNames);
   UpstreamStates(const UpstreamStates&) = delete;
   UpstreamStates& operator=(const UpstreamStates&) = delete;
 
-  UpstreamState& operator[](std::size_t upstream) { return states_[upstream]; }
-  const UpstreamState& operator[](std::size_t upstream) const { return states_[upstream]; }
+  UpstreamState& operator[](std::size_t upstream) { return *states_[upstream]; }
+  const UpstreamState& operator[](std::size_t upstream) const { return *states_[upstream]; }
   std::size_t size() const { return states_.size(); }
 
  private:
-  std::deque<UpstreamState> states_;  // a deque: the states hold atomics and never move
+  // Shared: a reload's new set may hold the same states (they never move).
+  std::vector<std::shared_ptr<UpstreamState>> states_;
+  std::vector<UpstreamOptions> options_;
 };
 
 }  // namespace relay::upstream
