@@ -1,12 +1,12 @@
 #include "relay/admission/key_store.hpp"
 
-#include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <openssl/rand.h>
-
 #include <algorithm>
 #include <cstring>
 #include <stdexcept>
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/rand.h>
 
 namespace relay::admission {
 
@@ -136,7 +136,9 @@ constexpr Invisible kInvisible[] = {
     {"\xC2\xAD", "a soft hyphen (U+00AD)"},
 };
 
-bool isSpace(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
+bool isSpace(char c) {
+  return c == ' ' || c == '\t' || c == '\r' || c == '\n';
+}
 
 }  // namespace
 
@@ -150,8 +152,7 @@ std::string keyFormatProblem(std::string_view key) {
   }
   for (char c : key) {
     auto u = static_cast<unsigned char>(c);
-    if (u < 0x20 || u == 0x7f)
-      return "the API key contains a control character; remove it";
+    if (u < 0x20 || u == 0x7f) return "the API key contains a control character; remove it";
     if (isSpace(c)) return "the API key contains whitespace; remove it";
   }
   return {};
@@ -181,7 +182,9 @@ AuthResult KeyStore::authenticate(const Headers& headers) const {
         "both Authorization and x-api-key are present with different keys; send only one of them";
     return r;
   }
-  std::string_view key = hasBearer ? bearer : apiKey ? std::string_view(*apiKey) : std::string_view();
+  std::string_view key = hasBearer ? bearer
+                         : apiKey  ? std::string_view(*apiKey)
+                                   : std::string_view();
   if (!hasBearer && !apiKey) {
     r.status = AuthStatus::kMissing;
     r.message =

@@ -65,7 +65,8 @@ net::Handler adminHandler(AdminState& state) {
                                    : draining ? "{\"status\":\"draining\"}"
                                               : "{\"status\":\"starting\"}");
     }
-    if (path == "/metrics" && readOnly(ex) && state.metrics) return serveMetrics(ex, *state.metrics);
+    if (path == "/metrics" && readOnly(ex) && state.metrics)
+      return serveMetrics(ex, *state.metrics);
     if (path == "/admin/reload" && ex.head.method == "POST" && state.reload) {
       auto snap = state.snapshot();
       if (snap->config.admin.keySha256.empty()) {
@@ -78,8 +79,8 @@ net::Handler adminHandler(AdminState& state) {
       }
       return reload(ex, state);
     }
-    bool known = path == "/healthz" || path == "/readyz" || path == "/metrics" ||
-                 path == "/admin/reload";
+    bool known =
+        path == "/healthz" || path == "/readyz" || path == "/metrics" || path == "/admin/reload";
     if (known) {
       Headers h;
       h.add("allow", path == "/admin/reload" ? "POST" : "GET");

@@ -20,7 +20,8 @@ net::Task<void> notFound(net::Exchange& ex) {
 net::Task<void> methodNotAllowed(net::Exchange& ex, const char* allow) {
   Headers h;
   h.add("allow", allow);
-  ApiError err{405, ex.head.method + " is not supported on " + ex.head.path + "; use " + allow + ".",
+  ApiError err{405,
+               ex.head.method + " is not supported on " + ex.head.path + "; use " + allow + ".",
                "invalid_request_error", "method_not_allowed"};
   co_await pipeline::respondError(*ex.response, std::move(h), std::move(err));
 }

@@ -1,12 +1,12 @@
 #include "gateway.hpp"
 
+#include <cstring>
+
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <spdlog/spdlog.h>
-
-#include <cstring>
 
 #include "relay/config/parse.hpp"
 
@@ -163,7 +163,8 @@ std::string Gateway::reload() {
   std::shared_ptr<const pipeline::Snapshot> next;
   try {
     config::Config cfg = config::loadConfigFile(configPath_);
-    for (const auto& tl : cfg.server.tlsListen) net::checkTlsFiles({tl.certFile, tl.keyFile});
+    for (const auto& tl : cfg.server.tlsListen)
+      net::checkTlsFiles({tl.certFile, tl.keyFile});
     next = std::make_shared<const pipeline::Snapshot>(std::move(cfg), services_, current().get());
   } catch (const std::exception& e) {
     services_.metrics->configReload(telemetry::ReloadOutcome::kFailure);
@@ -190,7 +191,8 @@ std::string Gateway::reload() {
   const auto& was = previous->config.server;
   const auto& now = next->config.server;
   if (was.listen != now.listen || was.workers != now.workers ||
-      was.maxRequestBytes != now.maxRequestBytes || (was.http2.maxConcurrentStreams != now.http2.maxConcurrentStreams) ||
+      was.maxRequestBytes != now.maxRequestBytes ||
+      (was.http2.maxConcurrentStreams != now.http2.maxConcurrentStreams) ||
       previous->config.admin.listen != next->config.admin.listen) {
     spdlog::warn("reload: server listeners, workers and limits change only on restart");
   }

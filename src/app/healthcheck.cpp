@@ -1,12 +1,11 @@
 #include "healthcheck.hpp"
 
 #include <arpa/inet.h>
+#include <cstdio>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <unistd.h>
-
-#include <cstdio>
 
 #include "relay/config/parse.hpp"
 
@@ -59,7 +58,7 @@ int healthcheck(const std::vector<std::string>& args) {
     }
   }
   if (t.host == "0.0.0.0" || t.host.empty()) t.host = "127.0.0.1";
-  if (t.host == "::" ) t.host = "::1";
+  if (t.host == "::") t.host = "::1";
 
   bool v6 = t.host.find(':') != std::string::npos;
   int fd = ::socket(v6 ? AF_INET6 : AF_INET, SOCK_STREAM, 0);
@@ -86,8 +85,8 @@ int healthcheck(const std::vector<std::string>& args) {
     ::close(fd);
     return 1;
   }
-  std::string req = "GET " + t.path + " HTTP/1.1\r\nhost: " + t.host +
-                    "\r\nconnection: close\r\n\r\n";
+  std::string req =
+      "GET " + t.path + " HTTP/1.1\r\nhost: " + t.host + "\r\nconnection: close\r\n\r\n";
   ::send(fd, req.data(), req.size(), MSG_NOSIGNAL);
   char buf[64] = {};
   ssize_t n = ::recv(fd, buf, sizeof buf - 1, 0);

@@ -1,15 +1,14 @@
 // kimi-relay: command line, start-up wiring and signals.
-#include <spdlog/sinks/stdout_color_sinks.h>
-#include <spdlog/spdlog.h>
-
-#include <cstdio>
-#include <malloc.h>
-
 #include <csignal>
+#include <cstdio>
 #include <cstring>
 #include <iostream>
+#include <malloc.h>
 #include <string>
 #include <vector>
+
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
 
 #include "gateway.hpp"
 #include "healthcheck.hpp"
@@ -46,9 +45,10 @@ int keysCommand(const std::vector<std::string>& args) {
     std::string key = admission::generateKey();
     std::printf("key:    %s\nsha256: %s\n", key.c_str(),
                 admission::toHex(admission::sha256(key)).c_str());
-    std::printf("\nGive the key to the caller; put only the sha256 in the config:\n"
-                "  keys:\n    - name: <caller>\n      sha256: \"%s\"\n",
-                admission::toHex(admission::sha256(key)).c_str());
+    std::printf(
+        "\nGive the key to the caller; put only the sha256 in the config:\n"
+        "  keys:\n    - name: <caller>\n      sha256: \"%s\"\n",
+        admission::toHex(admission::sha256(key)).c_str());
     return 0;
   }
   if (args.size() >= 2 && args[1] == "hash") {
@@ -136,7 +136,8 @@ int main(int argc, char** argv) {
     if (args.size() != 2) return usageError("--check-config needs a FILE");
     try {
       config::Config cfg = config::loadConfigFile(args[1]);
-      for (const auto& tl : cfg.server.tlsListen) net::checkTlsFiles({tl.certFile, tl.keyFile});
+      for (const auto& tl : cfg.server.tlsListen)
+        net::checkTlsFiles({tl.certFile, tl.keyFile});
       telemetry::Metrics metrics;
       pipeline::Snapshot snap(std::move(cfg), pipeline::Services{&metrics, nullptr});
       std::printf("%s: OK (%zu upstreams, %zu models, %zu keys)\n", args[1].c_str(),

@@ -5,7 +5,9 @@
 namespace relay {
 
 namespace {
-char lowerAscii(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c + 32) : c; }
+char lowerAscii(char c) {
+  return (c >= 'A' && c <= 'Z') ? static_cast<char>(c + 32) : c;
+}
 }  // namespace
 
 bool equalsIgnoreCase(std::string_view a, std::string_view b) {
@@ -18,7 +20,8 @@ bool equalsIgnoreCase(std::string_view a, std::string_view b) {
 
 std::string toLower(std::string_view s) {
   std::string out(s);
-  for (char& c : out) c = lowerAscii(c);
+  for (char& c : out)
+    c = lowerAscii(c);
   return out;
 }
 
@@ -36,7 +39,8 @@ void Headers::add(std::string_view name, std::string_view value) {
   // writes them so): copy them as they are.
   HeaderField& f = fields_.emplace_back(HeaderField{std::string(name), std::string(value)});
   if (!isLower(name)) {
-    for (char& c : f.name) c = lowerAscii(c);
+    for (char& c : f.name)
+      c = lowerAscii(c);
   }
 }
 

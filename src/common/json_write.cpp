@@ -8,11 +8,21 @@ void appendJsonString(std::string& out, std::string_view s) {
   out.push_back('"');
   for (char c : s) {
     switch (c) {
-      case '"': out.append("\\\""); break;
-      case '\\': out.append("\\\\"); break;
-      case '\n': out.append("\\n"); break;
-      case '\r': out.append("\\r"); break;
-      case '\t': out.append("\\t"); break;
+      case '"':
+        out.append("\\\"");
+        break;
+      case '\\':
+        out.append("\\\\");
+        break;
+      case '\n':
+        out.append("\\n");
+        break;
+      case '\r':
+        out.append("\\r");
+        break;
+      case '\t':
+        out.append("\\t");
+        break;
       default:
         if (static_cast<unsigned char>(c) < 0x20) {
           char buf[8];
@@ -26,8 +36,8 @@ void appendJsonString(std::string& out, std::string_view s) {
   out.push_back('"');
 }
 
-std::string openAiErrorJson(std::string_view message, std::string_view type,
-                            std::string_view code, std::string_view param) {
+std::string openAiErrorJson(std::string_view message, std::string_view type, std::string_view code,
+                            std::string_view param) {
   std::string out;
   out.reserve(64 + message.size());
   out.append("{\"error\":{\"message\":");
@@ -35,9 +45,15 @@ std::string openAiErrorJson(std::string_view message, std::string_view type,
   out.append(",\"type\":");
   appendJsonString(out, type);
   out.append(",\"param\":");
-  if (param.empty()) out.append("null"); else appendJsonString(out, param);
+  if (param.empty())
+    out.append("null");
+  else
+    appendJsonString(out, param);
   out.append(",\"code\":");
-  if (code.empty()) out.append("null"); else appendJsonString(out, code);
+  if (code.empty())
+    out.append("null");
+  else
+    appendJsonString(out, code);
   out.append("}}");
   return out;
 }

@@ -11,6 +11,9 @@
 //
 // Timeouts use one timer per connection and a "lazy" deadline: moving the
 // deadline later is a plain store; only moving it earlier re-arms the timer.
+#include <array>
+#include <optional>
+
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/cancellation_signal.hpp>
@@ -22,8 +25,6 @@
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/string_body.hpp>
-#include <array>
-#include <optional>
 
 #include "relay/common/request_id.hpp"
 #include "session_common.hpp"
@@ -296,8 +297,9 @@ class H1Session final : public ResponseSink,
     closing_ = true;
     keepAlive_ = false;
     started_ = false;
-    const char* code = status == 413 ? "request_too_large" : status == 431 ? "headers_too_large"
-                                                                           : "bad_request";
+    const char* code = status == 413   ? "request_too_large"
+                       : status == 431 ? "headers_too_large"
+                                       : "bad_request";
     co_await respond(std::move(head), openAiErrorJson(message, "invalid_request_error", code));
   }
 
@@ -382,9 +384,8 @@ class H1Session final : public ResponseSink,
       head.status = 500;
       head.headers.add("content-type", "application/json");
       head.headers.add("x-request-id", requestIdFrom(exchange_->head.headers.get("x-request-id")));
-      co_await respond(std::move(head),
-                       openAiErrorJson("the gateway failed to produce a response", "server_error",
-                                        "internal_error"));
+      co_await respond(std::move(head), openAiErrorJson("the gateway failed to produce a response",
+                                                        "server_error", "internal_error"));
     } else if (!finished_) {
       abort();  // a truncated body must not look complete
     }

@@ -14,7 +14,8 @@
 // where a client's flow-control window becomes backpressure on the upstream
 // read. A stream stuck behind a closed window longer than the flush timeout is
 // reset.
-#include <nghttp2/nghttp2.h>
+#include <map>
+#include <vector>
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/bind_cancellation_slot.hpp>
@@ -24,8 +25,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
-#include <map>
-#include <vector>
+#include <nghttp2/nghttp2.h>
 
 #include "h2_stream.hpp"
 #include "session_common.hpp"
@@ -155,7 +155,8 @@ class H2Session final : public H2Connection,
       // :scheme and friends describe the hop.
     } else if (n == "content-length") {
       std::uint64_t len = 0;
-      for (char c : v) len = len * 10 + static_cast<unsigned>(c - '0');  // nghttp2 validated it
+      for (char c : v)
+        len = len * 10 + static_cast<unsigned>(c - '0');  // nghttp2 validated it
       if (len > self(user).config_->maxRequestBytes) st->tooLarge = true;
     } else if (!isHopByHopHeader(n)) {
       head.headers.add(n, v);
@@ -194,8 +195,7 @@ class H2Session final : public H2Connection,
     return 0;
   }
 
-  static int onStreamClose(nghttp2_session*, std::int32_t id, std::uint32_t errorCode,
-                           void* user) {
+  static int onStreamClose(nghttp2_session*, std::int32_t id, std::uint32_t errorCode, void* user) {
     H2Session& s = self(user);
     auto it = s.streams_.find(id);
     if (it == s.streams_.end()) return 0;
@@ -341,7 +341,8 @@ class H2Session final : public H2Connection,
 
   void connectionGone() {
     if (closed_) return;
-    for (auto& [id, st] : streams_) st->peerClosed(NGHTTP2_NO_ERROR);
+    for (auto& [id, st] : streams_)
+      st->peerClosed(NGHTTP2_NO_ERROR);
     closeNow();
   }
 

@@ -1,9 +1,10 @@
 #include "h2_stream.hpp"
 
-#include <boost/asio/as_tuple.hpp>
-#include <boost/asio/use_awaitable.hpp>
 #include <cstring>
 #include <vector>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/use_awaitable.hpp>
 
 #include "relay/common/json_write.hpp"
 #include "relay/common/request_id.hpp"
@@ -144,8 +145,8 @@ void H2Stream::peerClosed(std::uint32_t errorCode) {
   if (waiting_) drained_.cancel();
   // A stream closed after our whole response went out is simply done; only an
   // unfinished one means the client gave up (RST_STREAM, connection lost).
-  if (handlerRunning && (errorCode != NGHTTP2_NO_ERROR || !bodyDone_ ||
-                         pending_.size() != pendingOffset_))
+  if (handlerRunning &&
+      (errorCode != NGHTTP2_NO_ERROR || !bodyDone_ || pending_.size() != pendingOffset_))
     cancel.emit(boost::asio::cancellation_type::terminal);
 }
 

@@ -2,14 +2,14 @@
 // nghttp2 data provider (private to net/).
 #pragma once
 
-#include <nghttp2/nghttp2.h>
+#include <chrono>
+#include <cstdint>
+#include <string>
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/steady_timer.hpp>
-#include <chrono>
-#include <cstdint>
-#include <string>
+#include <nghttp2/nghttp2.h>
 
 #include "relay/net/exchange.hpp"
 
@@ -54,9 +54,9 @@ class H2Stream final : public ResponseSink {
   boost::asio::cancellation_signal cancel;
   bool requestComplete = false;
   bool tooLarge = false;
-  bool answered = false;       // a handler was launched or a rejection sent
+  bool answered = false;  // a handler was launched or a rejection sent
   bool handlerRunning = false;
-  bool closed = false;         // nghttp2 closed the stream
+  bool closed = false;  // nghttp2 closed the stream
 
  private:
   static ssize_t readBody(nghttp2_session*, std::int32_t, std::uint8_t* buf, std::size_t length,
@@ -65,11 +65,11 @@ class H2Stream final : public ResponseSink {
   void resume();
 
   H2Connection& connection_;
-  std::string pending_;         // response bytes nghttp2 has not taken yet
+  std::string pending_;  // response bytes nghttp2 has not taken yet
   std::size_t pendingOffset_ = 0;
   bool started_ = false;
-  bool bodyDone_ = false;       // finish() called: EOF once pending_ drains
-  bool deferred_ = false;       // the data provider returned NGHTTP2_ERR_DEFERRED
+  bool bodyDone_ = false;              // finish() called: EOF once pending_ drains
+  bool deferred_ = false;              // the data provider returned NGHTTP2_ERR_DEFERRED
   boost::asio::steady_timer drained_;  // a write waiting below high water
   bool waiting_ = false;
 };

@@ -1,5 +1,11 @@
 // Worker event loops, SO_REUSEPORT listeners, and the first bytes of a
 // connection: TLS handshake + ALPN, or the h2c preface check on plaintext.
+#include <map>
+#include <mutex>
+#include <stdexcept>
+#include <sys/socket.h>
+#include <thread>
+
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -10,12 +16,6 @@
 #include <boost/asio/ssl/stream.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
-#include <sys/socket.h>
-
-#include <map>
-#include <mutex>
-#include <stdexcept>
-#include <thread>
 
 #include "relay/net/server.hpp"
 #include "session_common.hpp"
@@ -111,7 +111,7 @@ struct Runtime::Impl {
   std::mutex acceptorsMutex;
   std::vector<std::shared_ptr<tcp::acceptor>> acceptors;
   std::vector<std::unique_ptr<SessionRegistry>> registries;  // one per worker
-  std::map<std::string, std::shared_ptr<TlsSlot>> tlsSlots;    // by configured address
+  std::map<std::string, std::shared_ptr<TlsSlot>> tlsSlots;  // by configured address
   ServerStats stats;
 
   Task<void> acceptLoop(std::shared_ptr<tcp::acceptor> acceptor, SessionContext context,
@@ -146,7 +146,8 @@ Runtime::Runtime(unsigned workers) : impl_(std::make_unique<Impl>()) {
     // Each context is run by its own thread only, and its sockets are touched
     // only from it: the reactor needs no locking. Posting from other threads
     // (reload, drain) stays safe: the scheduler keeps its lock.
-    impl_->contexts.push_back(std::make_unique<asio::io_context>(BOOST_ASIO_CONCURRENCY_HINT_UNSAFE_IO));
+    impl_->contexts.push_back(
+        std::make_unique<asio::io_context>(BOOST_ASIO_CONCURRENCY_HINT_UNSAFE_IO));
     impl_->guards.emplace_back(impl_->contexts.back()->get_executor());
     impl_->registries.push_back(std::make_unique<SessionRegistry>());
   }
@@ -154,11 +155,17 @@ Runtime::Runtime(unsigned workers) : impl_(std::make_unique<Impl>()) {
 
 Runtime::~Runtime() = default;
 
-unsigned Runtime::workers() const { return static_cast<unsigned>(impl_->contexts.size()); }
+unsigned Runtime::workers() const {
+  return static_cast<unsigned>(impl_->contexts.size());
+}
 
-asio::io_context& Runtime::context(unsigned worker) { return *impl_->contexts.at(worker); }
+asio::io_context& Runtime::context(unsigned worker) {
+  return *impl_->contexts.at(worker);
+}
 
-ServerStats& Runtime::stats() { return impl_->stats; }
+ServerStats& Runtime::stats() {
+  return impl_->stats;
+}
 
 config::Endpoint Runtime::listen(const ListenerOptions& options,
                                  const std::function<Handler(unsigned worker)>& handlerFor) {
@@ -191,8 +198,8 @@ config::Endpoint Runtime::listen(const ListenerOptions& options,
     if (!ec) probe.set_option(asio::socket_base::reuse_address(true), ec);
     if (!ec) probe.bind(endpoint, ec);
     if (ec) {
-      throw std::runtime_error("cannot listen on " + options.address.text() + " (" +
-                               options.name + "): " + ec.message());
+      throw std::runtime_error("cannot listen on " + options.address.text() + " (" + options.name +
+                               "): " + ec.message());
     }
   }
   for (unsigned i = 0; i < workers(); ++i) {
@@ -233,7 +240,8 @@ void Runtime::run() {
     threads.emplace_back([this, i] { impl_->contexts[i]->run(); });
   }
   impl_->contexts[0]->run();
-  for (auto& t : threads) t.join();
+  for (auto& t : threads)
+    t.join();
 }
 
 bool Runtime::reloadTls(const config::Endpoint& address, const TlsFiles& files) {
@@ -271,7 +279,8 @@ void Runtime::stopAccepting() {
 }
 
 void Runtime::stop() {
-  for (auto& ctx : impl_->contexts) ctx->stop();
+  for (auto& ctx : impl_->contexts)
+    ctx->stop();
 }
 
 }  // namespace relay::net

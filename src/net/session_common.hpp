@@ -1,14 +1,15 @@
 // Pieces shared by the HTTP/1.1 and HTTP/2 sessions (private to net/).
 #pragma once
 
-#include <boost/asio/ip/tcp.hpp>
-#include <boost/asio/ssl/stream.hpp>
 #include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
 #include <unordered_set>
+
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl/stream.hpp>
 
 #include "relay/common/json_write.hpp"
 #include "relay/config/config.hpp"
@@ -32,9 +33,12 @@ struct SessionConfig {
   bool tls = false;
 };
 
-
-inline tcp::socket& lowestLayer(tcp::socket& s) { return s; }
-inline tcp::socket& lowestLayer(TlsStream& s) { return s.next_layer(); }
+inline tcp::socket& lowestLayer(tcp::socket& s) {
+  return s;
+}
+inline tcp::socket& lowestLayer(TlsStream& s) {
+  return s.next_layer();
+}
 
 // Closes with a TCP RST (SO_LINGER 0): the peer sees a reset, not a clean end.
 void resetConnection(tcp::socket& socket);

@@ -1,9 +1,9 @@
 #include "tls_context.hpp"
 
+#include <stdexcept>
+
 #include <openssl/err.h>
 #include <openssl/ssl.h>
-
-#include <stdexcept>
 
 namespace relay::net {
 namespace {
@@ -58,8 +58,8 @@ std::shared_ptr<boost::asio::ssl::context> makeServerTlsContext(const std::strin
   auto ctx = std::make_shared<ssl::context>(ssl::context::tls_server);
   SSL_CTX* native = ctx->native_handle();
   SSL_CTX_set_min_proto_version(native, TLS1_2_VERSION);
-  SSL_CTX_set_options(native, SSL_OP_NO_COMPRESSION | SSL_OP_NO_RENEGOTIATION |
-                                  SSL_OP_CIPHER_SERVER_PREFERENCE);
+  SSL_CTX_set_options(
+      native, SSL_OP_NO_COMPRESSION | SSL_OP_NO_RENEGOTIATION | SSL_OP_CIPHER_SERVER_PREFERENCE);
   if (SSL_CTX_set_cipher_list(native, kTls12Ciphers) != 1)
     throw std::runtime_error("TLS: cannot set cipher suites: " + lastOpenSslError());
   if (SSL_CTX_use_certificate_chain_file(native, certFile.c_str()) != 1)

@@ -1,10 +1,11 @@
 // Server-side TLS contexts (private to net/).
 #pragma once
 
-#include <boost/asio/ssl/context.hpp>
 #include <memory>
 #include <string>
 #include <string_view>
+
+#include <boost/asio/ssl/context.hpp>
 
 namespace relay::net {
 

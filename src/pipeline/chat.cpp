@@ -54,8 +54,10 @@ net::Task<void> deliverJson(net::ResponseSink& sink, Forwarded& f, Headers heade
     co_await respondError(sink, std::move(headers), std::move(err));
     co_return;
   }
-  if (auto usage = sse::extractBodyUsage(body)) record.usage = *usage;
-  else record.outputEstimate = body.size() / 4;
+  if (auto usage = sse::extractBodyUsage(body))
+    record.usage = *usage;
+  else
+    record.outputEstimate = body.size() / 4;
   net::ResponseHead head;
   head.status = f.response->status();
   head.headers = std::move(headers);
@@ -165,8 +167,8 @@ net::Task<void> handleChatCompletions(Worker& worker, net::Exchange& ex) {
     co_return;
   }
 
-  Forwarded f = co_await forwardChat(worker, snap,
-                                     ForwardRequest{ex, plan, record, hopsOf(ex.head.headers), start});
+  Forwarded f = co_await forwardChat(
+      worker, snap, ForwardRequest{ex, plan, record, hopsOf(ex.head.headers), start});
   addOutcomeHeaders(base, f, record, snap);
   if (!f.response) {
     if (sink.clientGone()) co_return;
@@ -174,7 +176,8 @@ net::Task<void> handleChatCompletions(Worker& worker, net::Exchange& ex) {
     if (f.answeredBy) record.upstream = f.upstream;
     record.status = e.status;
     record.errorCode = e.code;
-    for (const HeaderField& h : e.headers) base.add(h.name, h.value);
+    for (const HeaderField& h : e.headers)
+      base.add(h.name, h.value);
     co_await respondJson(sink, e.status, std::move(base), std::move(e.body));
     co_return;
   }

@@ -3,10 +3,11 @@
 // so a retry can never duplicate or splice output.
 #include "chat_forward.hpp"
 
+#include <random>
+
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
-#include <random>
 
 #include "relay/common/json_write.hpp"
 #include "relay/pipeline/steps.hpp"
@@ -33,10 +34,14 @@ std::uint64_t randomBits() {
 
 telemetry::UpstreamFailure telemetryReason(const AttemptFailure& f) {
   switch (f.kind) {
-    case FailureClass::kConnectError: return telemetry::UpstreamFailure::kConnectError;
-    case FailureClass::kTimeout: return telemetry::UpstreamFailure::kTimeout;
-    case FailureClass::kReset: return telemetry::UpstreamFailure::kReset;
-    case FailureClass::kProtocolError: return telemetry::UpstreamFailure::kOther;
+    case FailureClass::kConnectError:
+      return telemetry::UpstreamFailure::kConnectError;
+    case FailureClass::kTimeout:
+      return telemetry::UpstreamFailure::kTimeout;
+    case FailureClass::kReset:
+      return telemetry::UpstreamFailure::kReset;
+    case FailureClass::kProtocolError:
+      return telemetry::UpstreamFailure::kOther;
     case FailureClass::kHttpStatus:
       if (f.status == 429) return telemetry::UpstreamFailure::kRateLimited;
       return f.status >= 500 ? telemetry::UpstreamFailure::kServerError
@@ -235,12 +240,14 @@ class Forwarder {
     tried.upstream = info.name;
     if (!resp) {
       auto cls = upstream::failureClassFromName(upstream::failureClass(failure.kind));
-      tried.failure = AttemptFailure{cls.value_or(FailureClass::kConnectError), 0, std::nullopt, true};
+      tried.failure =
+          AttemptFailure{cls.value_or(FailureClass::kConnectError), 0, std::nullopt, true};
       tried.transport = failure.kind;
       tried.what = upstream::describe(failure);
       // A request that ran out of total time says nothing about the upstream.
-      lease.report(failure.kind == FailureKind::kTotalTimeout ? upstream::HealthVerdict::kNeutral
-                                                               : upstream::healthVerdict(tried.failure),
+      lease.report(failure.kind == FailureKind::kTotalTimeout
+                       ? upstream::HealthVerdict::kNeutral
+                       : upstream::healthVerdict(tried.failure),
                    headAt);
     } else if (resp->status() >= 200 && resp->status() < 300) {
       lease.report(upstream::HealthVerdict::kSuccess, headAt);
@@ -257,11 +264,11 @@ class Forwarder {
       UpstreamErrorView view = normaliseUpstreamError(info.name, resp->status(), body);
       const Headers& h = resp->headers();
       bool upstreamSaysNo = h.get("x-should-retry") == "false";
-      tried.failure = AttemptFailure{
-          FailureClass::kHttpStatus, resp->status(),
-          upstream::upstreamRetryDelay(h.get("retry-after-ms"), h.get("retry-after"),
-                                       std::chrono::system_clock::now()),
-          view.retryable && !upstreamSaysNo};
+      tried.failure =
+          AttemptFailure{FailureClass::kHttpStatus, resp->status(),
+                         upstream::upstreamRetryDelay(h.get("retry-after-ms"), h.get("retry-after"),
+                                                      std::chrono::system_clock::now()),
+                         view.retryable && !upstreamSaysNo};
       tried.what = "HTTP " + std::to_string(resp->status());
       ErrorAnswer pass;
       pass.status = resp->status();
@@ -288,9 +295,10 @@ class Forwarder {
     using upstream::HealthStatus;
     HealthStatus st = (*snap_.upstreamStates)[u].health().status(SteadyClock::now());
     snap_.telemetry->upstreamHealth(static_cast<std::uint32_t>(u),
-                                    st == HealthStatus::kEjected    ? telemetry::HealthState::kEjected
-                                    : st == HealthStatus::kHalfOpen ? telemetry::HealthState::kHalfOpen
-                                                                    : telemetry::HealthState::kHealthy);
+                                    st == HealthStatus::kEjected ? telemetry::HealthState::kEjected
+                                    : st == HealthStatus::kHalfOpen
+                                        ? telemetry::HealthState::kHalfOpen
+                                        : telemetry::HealthState::kHealthy);
   }
 
   // The answer when no attempt succeeded.
@@ -304,8 +312,7 @@ class Forwarder {
                 "' is at its concurrency or rate cap (max_concurrency / rpm); try again shortly.",
             "requests", "upstream_capacity");
         auto wait = fullRetryAt_ ? *fullRetryAt_ - SteadyClock::now() : std::chrono::seconds(1);
-        auto secs = std::max<long long>(
-            1, std::chrono::ceil<std::chrono::seconds>(wait).count());
+        auto secs = std::max<long long>(1, std::chrono::ceil<std::chrono::seconds>(wait).count());
         e.headers.add("retry-after", std::to_string(secs));
         return e;
       }
@@ -333,7 +340,8 @@ class Forwarder {
     // One upstream that cannot be reached is a bad gateway (502); when several
     // were tried and none could serve, the service is unavailable (503).
     bool oneUpstream = true;
-    for (const Tried& t : tried_) oneUpstream = oneUpstream && t.upstream == tried_.front().upstream;
+    for (const Tried& t : tried_)
+      oneUpstream = oneUpstream && t.upstream == tried_.front().upstream;
     return gatewayError(oneUpstream ? 502 : 503,
                         "No upstream could serve the model '" + model + "' after " +
                             std::to_string(tried_.size()) + " attempt(s): " + what + why + ".",
@@ -344,7 +352,8 @@ class Forwarder {
   // raced this request): plain weights, no shared state.
   static upstream::SmoothWeightedSelector fallbackFor(const upstream::ModelRoute& route) {
     std::vector<std::uint32_t> weights;
-    for (const auto& c : route.candidates) weights.push_back(c.weight);
+    for (const auto& c : route.candidates)
+      weights.push_back(c.weight);
     return upstream::SmoothWeightedSelector(std::move(weights));
   }
 

@@ -35,10 +35,12 @@ std::optional<ApiError> planChat(const Snapshot& snap, const net::Exchange& ex, 
 
 namespace {
 
-std::optional<ApiError> checkRequest(const Snapshot& snap, const net::Exchange& ex, ChatPlan& plan) {
+std::optional<ApiError> checkRequest(const Snapshot& snap, const net::Exchange& ex,
+                                     ChatPlan& plan) {
   const admission::Tenant& tenant = *plan.tenant;
   if (auto bad = readChatRequest(ex.body, plan.fields))
-    return ApiError{400, std::move(bad->message), "invalid_request_error", "", std::move(bad->param)};
+    return ApiError{400, std::move(bad->message), "invalid_request_error", "",
+                    std::move(bad->param)};
   const std::string& model = plan.fields.model;
   plan.route = snap.catalog.route(model);
   if (!plan.route) {
@@ -68,19 +70,22 @@ std::optional<ApiError> admit(const Snapshot& snap, admission::KeyLimiter& limit
   }
   const ChatRequestFields& f = plan.fields;
   plan.promptEstimate = admission::estimatePromptTokens(f.messageTextBytes);
-  std::uint64_t reserve =
-      admission::reservationFor(plan.promptEstimate, f.maxTokens, f.maxCompletionTokens,
-                                snap.config.defaultMaxTokens);
+  std::uint64_t reserve = admission::reservationFor(
+      plan.promptEstimate, f.maxTokens, f.maxCompletionTokens, snap.config.defaultMaxTokens);
   admission::AdmitResult admitted = limiter.admit(reserve, clock.steadyNow());
   if (!admitted) {
     const admission::Refusal& r = admitted.refusal();
     switch (r.kind) {
-      case admission::RefusalKind::kRequests: plan.refusal = telemetry::RefusalReason::kRequests; break;
+      case admission::RefusalKind::kRequests:
+        plan.refusal = telemetry::RefusalReason::kRequests;
+        break;
       case admission::RefusalKind::kConcurrency:
         plan.refusal = telemetry::RefusalReason::kConcurrency;
         break;
       case admission::RefusalKind::kTokens:
-      case admission::RefusalKind::kTooLarge: plan.refusal = telemetry::RefusalReason::kTokens; break;
+      case admission::RefusalKind::kTooLarge:
+        plan.refusal = telemetry::RefusalReason::kTokens;
+        break;
     }
     ApiError e{429, r.message, std::string(r.errorType()), "rate_limit_exceeded"};
     r.appendHeaders(e.headers);

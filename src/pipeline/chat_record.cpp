@@ -88,7 +88,8 @@ void ChatRecord::settle() {
   telemetry::Settlement settled = snapshot_.telemetry->record(r);
 
   if (plan && tenant) {
-    std::uint64_t used = static_cast<std::uint64_t>(r.usage.promptTokens + r.usage.completionTokens);
+    std::uint64_t used =
+        static_cast<std::uint64_t>(r.usage.promptTokens + r.usage.completionTokens);
     const auto& clock = admission::SystemClock::instance();
     if (plan->reservation.active()) plan->reservation.settle(used, clock.steadyNow());
     if (used > 0) {

@@ -28,14 +28,14 @@ class ChatRecord {
   const std::string& requestId() const { return requestId_; }
 
   // Filled as the exchange goes.
-  ChatPlan* plan = nullptr;                          // set once planChat() ran
-  int status = 0;                                    // sent to the caller; 0 = none yet
-  std::string errorCode;                             // OpenAI code of an error answer
-  std::optional<std::size_t> upstream;               // the upstream that answered
+  ChatPlan* plan = nullptr;                           // set once planChat() ran
+  int status = 0;                                     // sent to the caller; 0 = none yet
+  std::string errorCode;                              // OpenAI code of an error answer
+  std::optional<std::size_t> upstream;                // the upstream that answered
   const upstream::ModelRoute* servedRoute = nullptr;  // set when a fallback model answered
   unsigned attempts = 0;
-  std::int64_t upstreamUs = -1;  // final attempt: request sent -> response head
-  std::optional<sse::Usage> usage;  // as the upstream reported it
+  std::int64_t upstreamUs = -1;      // final attempt: request sent -> response head
+  std::optional<sse::Usage> usage;   // as the upstream reported it
   std::uint64_t outputEstimate = 0;  // completion tokens counted when usage is missing
 
   void firstByteSent();  // time to first token of a stream

@@ -5,7 +5,8 @@
 namespace relay::pipeline {
 
 net::Task<void> respondError(net::ResponseSink& sink, Headers headers, ApiError error) {
-  for (const HeaderField& f : error.headers) headers.add(f.name, f.value);
+  for (const HeaderField& f : error.headers)
+    headers.add(f.name, f.value);
   co_await respondJson(sink, error.status, std::move(headers),
                        openAiErrorJson(error.message, error.type, error.code, error.param));
 }

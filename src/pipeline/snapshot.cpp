@@ -29,9 +29,15 @@ admission::BudgetOptions budgetOptionsFor(const config::Key& key) {
   o.maxInputTokens = key.budget->maxInputTokens;
   o.maxOutputTokens = key.budget->maxOutputTokens;
   switch (key.budget->period) {
-    case config::BudgetPeriod::kDay: o.period = admission::BudgetPeriod::kDay; break;
-    case config::BudgetPeriod::kMonth: o.period = admission::BudgetPeriod::kMonth; break;
-    case config::BudgetPeriod::kTotal: o.period = admission::BudgetPeriod::kTotal; break;
+    case config::BudgetPeriod::kDay:
+      o.period = admission::BudgetPeriod::kDay;
+      break;
+    case config::BudgetPeriod::kMonth:
+      o.period = admission::BudgetPeriod::kMonth;
+      break;
+    case config::BudgetPeriod::kTotal:
+      o.period = admission::BudgetPeriod::kTotal;
+      break;
   }
   return o;
 }
@@ -61,7 +67,8 @@ Snapshot::Snapshot(config::Config cfg, const Services& services, const Snapshot*
   }
 
   std::vector<admission::BudgetKey> budgetKeys;
-  for (const config::Key& key : config.keys) budgetKeys.push_back({key.name, budgetOptionsFor(key)});
+  for (const config::Key& key : config.keys)
+    budgetKeys.push_back({key.name, budgetOptionsFor(key)});
   auto now = admission::SystemClock::instance().wallNow();
   if (previous) {
     // Spend carries over in memory (the same Budget objects where nothing
@@ -77,7 +84,8 @@ Snapshot::Snapshot(config::Config cfg, const Services& services, const Snapshot*
   if (previous) {
     auto names = [](const config::Config& c) {
       std::vector<std::string> n;
-      for (const auto& u : c.upstreams) n.push_back(u.name);
+      for (const auto& u : c.upstreams)
+        n.push_back(u.name);
       return n;
     };
     upstreamStates = std::make_shared<upstream::UpstreamStates>(
@@ -90,7 +98,8 @@ Snapshot::Snapshot(config::Config cfg, const Services& services, const Snapshot*
     auto it = config.routes.find(route.model);
     if (it != config.routes.end()) {
       for (const std::string& model : it->second.fallbackModels) {
-        if (const upstream::ModelRoute* r = catalog.route(model); r && r != &route) chain.push_back(r);
+        if (const upstream::ModelRoute* r = catalog.route(model); r && r != &route)
+          chain.push_back(r);
       }
     }
     fallbacks.push_back(std::move(chain));

@@ -13,7 +13,8 @@ std::string_view StreamTransform::push(std::string_view bytes) {
     return {};
   }
   bool needRewrite = false;
-  for (const sse::Event& e : parser_.events()) needRewrite |= inspect(e);
+  for (const sse::Event& e : parser_.events())
+    needRewrite |= inspect(e);
   if (!needRewrite) return parser_.completeBytes();
   rewrite();
   return out_;

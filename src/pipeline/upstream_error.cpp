@@ -16,7 +16,8 @@ struct Mapping {
 
 // Moonshot error types and what an OpenAI client should see (PROTOCOLS.md).
 constexpr Mapping kMoonshot[] = {
-    {"invalid_authentication_error", "invalid_request_error", "upstream_authentication_failed", false},
+    {"invalid_authentication_error", "invalid_request_error", "upstream_authentication_failed",
+     false},
     {"incorrect_api_key_error", "invalid_request_error", "upstream_authentication_failed", false},
     {"permission_denied_error", "invalid_request_error", "permission_denied", false},
     {"resource_not_found_error", "invalid_request_error", "model_not_found", false},
@@ -57,8 +58,10 @@ UpstreamErrorView normaliseUpstreamError(std::string_view upstreamName, int stat
     if (auto m = err->find("message"); m != err->end() && m->is_string()) message = *m;
     if (auto p = err->find("param"); p != err->end() && p->is_string()) param = *p;
     if (auto c = err->find("code"); c != err->end()) {
-      if (c->is_string()) v.code = *c;
-      else if (c->is_number_integer()) v.code = std::to_string(c->get<long long>());
+      if (c->is_string())
+        v.code = *c;
+      else if (c->is_number_integer())
+        v.code = std::to_string(c->get<long long>());
     }
     if (auto t = err->find("type"); t != err->end() && t->is_string()) {
       std::string type = *t;
@@ -77,8 +80,8 @@ UpstreamErrorView normaliseUpstreamError(std::string_view upstreamName, int stat
   if (status == 401 || status == 403) v.retryable = false;
   // Say who answered: a 401 here means the gateway's upstream key was refused,
   // not the caller's.
-  std::string who = "upstream '" + std::string(upstreamName) + "' answered HTTP " +
-                    std::to_string(status);
+  std::string who =
+      "upstream '" + std::string(upstreamName) + "' answered HTTP " + std::to_string(status);
   if (!message.empty()) {
     message = who + ": " + message;
   } else {

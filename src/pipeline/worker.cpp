@@ -7,7 +7,8 @@ namespace {
 
 std::unique_ptr<upstream::ClientPool> makePool(const Snapshot& snapshot) {
   std::vector<upstream::ClientPool::UpstreamSpec> specs;
-  for (const auto& u : snapshot.catalog.upstreams()) specs.push_back({u.target, u.caFile});
+  for (const auto& u : snapshot.catalog.upstreams())
+    specs.push_back({u.target, u.caFile});
   return std::make_unique<upstream::ClientPool>(std::move(specs));
 }
 
@@ -42,14 +43,16 @@ void Worker::setSnapshot(std::shared_ptr<const Snapshot> snapshot) {
 void Worker::abortStreams() {
   shuttingDown_ = true;
   std::vector<upstream::ResponseStream*> open(streams_.begin(), streams_.end());
-  for (upstream::ResponseStream* s : open) s->abort();
+  for (upstream::ResponseStream* s : open)
+    s->abort();
 }
 
 void Worker::rebuildSelectors() {
   selectors_.clear();
   for (const auto& route : snapshot_->catalog.routes()) {
     std::vector<std::uint32_t> weights;
-    for (const auto& c : route.candidates) weights.push_back(c.weight);
+    for (const auto& c : route.candidates)
+      weights.push_back(c.weight);
     selectors_.emplace_back(std::move(weights));
   }
 }

@@ -138,12 +138,13 @@ std::optional<Usage> extractBodyUsage(std::string_view body) {
   for (std::size_t at = body.rfind(kKey); at != std::string_view::npos && at > 0;
        at = body.rfind(kKey, at - 1)) {
     std::size_t slashes = 0;
-    while (slashes < at && body[at - 1 - slashes] == '\\') ++slashes;
+    while (slashes < at && body[at - 1 - slashes] == '\\')
+      ++slashes;
     if (slashes % 2 == 1) continue;  // an escaped quote: inside a string
     std::size_t p = body.find_first_not_of(" \t\r\n", at + kKey.size());
     if (p == std::string_view::npos || body[p] != ':') continue;  // a value, not a key
     p = body.find_first_not_of(" \t\r\n", p + 1);
-    if (p == std::string_view::npos || body[p] != '{') break;     // "usage": null
+    if (p == std::string_view::npos || body[p] != '{') break;  // "usage": null
     std::size_t end = objectEnd(body, p);
     if (end == std::string_view::npos) break;
     Usage usage;

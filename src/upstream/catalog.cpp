@@ -22,12 +22,14 @@ Catalog::Catalog(const std::vector<config::Upstream>& upstreams) {
     info.config = &u;
     upstreams_.push_back(std::move(info));
     for (const auto& [clientModel, upstreamModel] : u.models) {
-      byModel[clientModel].push_back(Candidate{i, upstreamModel, std::max<std::uint32_t>(1, u.weight)});
+      byModel[clientModel].push_back(
+          Candidate{i, upstreamModel, std::max<std::uint32_t>(1, u.weight)});
     }
   }
   for (auto& [model, candidates] : byModel) {
     std::vector<std::size_t> indexes;
-    for (const Candidate& c : candidates) indexes.push_back(c.upstream);
+    for (const Candidate& c : candidates)
+      indexes.push_back(c.upstream);
     routes_.push_back(ModelRoute{routes_.size(), model, std::move(candidates), std::move(indexes)});
   }
 }

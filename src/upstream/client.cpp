@@ -3,6 +3,8 @@
 // the worker's pool only after a body was read to its end with keep-alive.
 #include "relay/upstream/client.hpp"
 
+#include <array>
+
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -16,8 +18,6 @@
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 
-#include <array>
-
 #include "connection.hpp"
 
 namespace relay::upstream {
@@ -26,7 +26,9 @@ namespace {
 namespace http = boost::beast::http;
 constexpr auto kTuple = asio::as_tuple(asio::use_awaitable);
 
-Clock::time_point earliest(Clock::time_point a, Clock::time_point b) { return a < b ? a : b; }
+Clock::time_point earliest(Clock::time_point a, Clock::time_point b) {
+  return a < b ? a : b;
+}
 
 bool isIpLiteral(const std::string& host) {
   boost::system::error_code ec;
@@ -73,14 +75,19 @@ std::string serializeRequest(const OutgoingRequest& req, const Target& target) {
 std::string_view failureClass(FailureKind kind) {
   switch (kind) {
     case FailureKind::kConnect:
-    case FailureKind::kTls: return "connect_error";
+    case FailureKind::kTls:
+      return "connect_error";
     case FailureKind::kConnectTimeout:
     case FailureKind::kFirstByteTimeout:
     case FailureKind::kIdleTimeout:
-    case FailureKind::kTotalTimeout: return "timeout";
-    case FailureKind::kReset: return "reset";
-    case FailureKind::kProtocol: return "protocol_error";
-    case FailureKind::kNone: break;
+    case FailureKind::kTotalTimeout:
+      return "timeout";
+    case FailureKind::kReset:
+      return "reset";
+    case FailureKind::kProtocol:
+      return "protocol_error";
+    case FailureKind::kNone:
+      break;
   }
   return "none";
 }
@@ -88,15 +95,32 @@ std::string_view failureClass(FailureKind kind) {
 std::string describe(const Failure& f) {
   std::string what;
   switch (f.kind) {
-    case FailureKind::kConnect: what = "connection failed"; break;
-    case FailureKind::kTls: what = "TLS handshake failed"; break;
-    case FailureKind::kConnectTimeout: what = "connect timeout"; break;
-    case FailureKind::kFirstByteTimeout: what = "first byte timeout"; break;
-    case FailureKind::kIdleTimeout: what = "idle timeout between chunks"; break;
-    case FailureKind::kTotalTimeout: what = "total request timeout"; break;
-    case FailureKind::kReset: what = "connection closed by upstream"; break;
-    case FailureKind::kProtocol: what = "invalid HTTP response"; break;
-    case FailureKind::kNone: return "no failure";
+    case FailureKind::kConnect:
+      what = "connection failed";
+      break;
+    case FailureKind::kTls:
+      what = "TLS handshake failed";
+      break;
+    case FailureKind::kConnectTimeout:
+      what = "connect timeout";
+      break;
+    case FailureKind::kFirstByteTimeout:
+      what = "first byte timeout";
+      break;
+    case FailureKind::kIdleTimeout:
+      what = "idle timeout between chunks";
+      break;
+    case FailureKind::kTotalTimeout:
+      what = "total request timeout";
+      break;
+    case FailureKind::kReset:
+      what = "connection closed by upstream";
+      break;
+    case FailureKind::kProtocol:
+      what = "invalid HTTP response";
+      break;
+    case FailureKind::kNone:
+      return "no failure";
   }
   if (!f.detail.empty()) what += " (" + f.detail + ")";
   return what;
@@ -155,8 +179,8 @@ class ResponseStreamImpl final : public ResponseStream {
                       : FailureKind::kTotalTimeout);
     std::string head = serializeRequest(req, target);
     std::array<asio::const_buffer, 2> bufs{asio::buffer(head), asio::buffer(req.body)};
-    auto [wec, wn] = co_await conn_->visit(
-        [&](auto& s) { return asio::async_write(s, bufs, kTuple); });
+    auto [wec, wn] =
+        co_await conn_->visit([&](auto& s) { return asio::async_write(s, bufs, kTuple); });
     if (wec) co_return fail(FailureKind::kReset, wec.message());
     // Wait for the answer before reading: reading at once would nearly always
     // be an EAGAIN, a system call for nothing.
@@ -175,7 +199,8 @@ class ResponseStreamImpl final : public ResponseStream {
     }
     auto& msg = parser_.get();
     status_ = static_cast<int>(msg.result_int());
-    for (const auto& f : msg) headers_.add(f.name_string(), f.value());
+    for (const auto& f : msg)
+      headers_.add(f.name_string(), f.value());
     co_return true;
   }
 
@@ -275,10 +300,11 @@ Task<std::unique_ptr<Connection>> ClientPool::Impl::connect(std::size_t index, c
     std::tie(ec) = co_await conn->plain->async_connect(ep, kTuple);
   } else {
     tcp::resolver resolver(executor);
-    auto [rec, results] = co_await resolver.async_resolve(
-        spec.target.host, std::to_string(spec.target.port), kTuple);
+    auto [rec, results] =
+        co_await resolver.async_resolve(spec.target.host, std::to_string(spec.target.port), kTuple);
     if (rec) {
-      failure = {FailureKind::kConnect, "cannot resolve " + spec.target.host + ": " + rec.message()};
+      failure = {FailureKind::kConnect,
+                 "cannot resolve " + spec.target.host + ": " + rec.message()};
       co_return nullptr;
     }
     tcp::endpoint ep;
@@ -303,7 +329,7 @@ Task<std::unique_ptr<Connection>> ClientPool::Impl::connect(std::size_t index, c
     X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), spec.target.host.c_str());
   } else {
     SSL_set_tlsext_host_name(ssl, spec.target.host.c_str());  // SNI
-    SSL_set1_host(ssl, spec.target.host.c_str());              // certificate name check
+    SSL_set1_host(ssl, spec.target.host.c_str());             // certificate name check
   }
   auto [hec] = co_await conn->tls->async_handshake(asio::ssl::stream_base::client, kTuple);
   if (hec) {
@@ -325,7 +351,9 @@ ClientPool::ClientPool(std::vector<UpstreamSpec> upstreams, Options options)
 
 ClientPool::~ClientPool() = default;
 
-const PoolStats& ClientPool::stats() const { return impl_->stats; }
+const PoolStats& ClientPool::stats() const {
+  return impl_->stats;
+}
 
 Task<std::unique_ptr<ResponseStream>> ClientPool::send(std::size_t index,
                                                        const OutgoingRequest& request,

@@ -1,23 +1,24 @@
 #include "connection.hpp"
 
-#include <sys/socket.h>
-
 #include <cerrno>
+#include <sys/socket.h>
 
 namespace relay::upstream {
 
 bool Connection::looksDead() {
   char byte;
   ssize_t n = ::recv(socket().native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-  if (n == 0) return true;                                        // FIN from the upstream
-  if (n > 0) return true;                                         // bytes nobody asked for
+  if (n == 0) return true;                                              // FIN from the upstream
+  if (n > 0) return true;                                               // bytes nobody asked for
   return !(errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR);  // reset etc.
 }
 
 Watchdog::Watchdog(const asio::any_io_executor& executor)
     : state_(std::make_shared<State>(executor)) {}
 
-Watchdog::~Watchdog() { disarm(); }
+Watchdog::~Watchdog() {
+  disarm();
+}
 
 void Watchdog::set(Clock::time_point deadline, FailureKind kind) {
   State& s = *state_;

@@ -1,13 +1,14 @@
 // One upstream connection and its deadline watchdog (private to upstream/).
 #pragma once
 
+#include <array>
+#include <memory>
+#include <optional>
+
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ssl/stream.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
-#include <array>
-#include <memory>
-#include <optional>
 
 #include "relay/upstream/client.hpp"
 
@@ -21,7 +22,7 @@ struct Connection {
   std::size_t upstream = 0;
   std::optional<tcp::socket> plain;
   std::optional<TlsStream> tls;
-  boost::beast::flat_buffer buffer;  // bytes read past the previous response stay here
+  boost::beast::flat_buffer buffer;     // bytes read past the previous response stay here
   std::array<char, 16 * 1024> scratch;  // body bytes of one read (reused: no allocation per read)
   Clock::time_point idleSince{};
 

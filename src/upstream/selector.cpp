@@ -15,7 +15,8 @@ int SmoothWeightedSelector::pick(std::span<const bool> eligible) {
     if (!eligible.empty() && !eligible[i]) continue;
     current_[i] += weights_[i];
     total += weights_[i];
-    if (best < 0 || current_[i] > current_[static_cast<std::size_t>(best)]) best = static_cast<int>(i);
+    if (best < 0 || current_[i] > current_[static_cast<std::size_t>(best)])
+      best = static_cast<int>(i);
   }
   if (best >= 0) current_[static_cast<std::size_t>(best)] -= total;
   return best;

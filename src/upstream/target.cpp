@@ -51,7 +51,8 @@ Target parseTarget(std::string_view url) {
     explicitPort = value != (t.tls ? 443u : 80u);
     t.port = static_cast<std::uint16_t>(value);
   }
-  while (!path.empty() && path.back() == '/') path.remove_suffix(1);
+  while (!path.empty() && path.back() == '/')
+    path.remove_suffix(1);
   t.basePath = std::string(path);
   bool v6 = t.host.find(':') != std::string::npos;
   t.hostHeader = v6 ? "[" + t.host + "]" : t.host;

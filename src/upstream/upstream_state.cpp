@@ -59,7 +59,8 @@ Admission UpstreamState::admit(SteadyTime now, bool retry, bool forced) {
 }
 
 UpstreamStates::UpstreamStates(const std::vector<UpstreamOptions>& options) : options_(options) {
-  for (const UpstreamOptions& o : options) states_.push_back(std::make_shared<UpstreamState>(o));
+  for (const UpstreamOptions& o : options)
+    states_.push_back(std::make_shared<UpstreamState>(o));
 }
 
 namespace {

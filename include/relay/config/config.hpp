@@ -37,12 +37,12 @@ struct Server {
   std::vector<Endpoint> listen;  // plaintext: HTTP/1.1 and h2c
   std::vector<TlsListener> tlsListen;
   Http2Settings http2;
-  unsigned workers = 0;                        // 0 = cores (parseConfig resolves it)
-  std::uint64_t maxRequestBytes = 4u << 20;    // 413 beyond this
-  std::uint32_t headerTimeoutMs = 10'000;      // first byte to end of request head
-  std::uint32_t idleTimeoutMs = 75'000;        // keep-alive connection without a request
-  std::uint32_t drainTimeoutMs = 30'000;       // SIGTERM: time given to open exchanges
-  bool metricsOnMain = false;                  // also serve /metrics on the main port (admin key)
+  unsigned workers = 0;                      // 0 = cores (parseConfig resolves it)
+  std::uint64_t maxRequestBytes = 4u << 20;  // 413 beyond this
+  std::uint32_t headerTimeoutMs = 10'000;    // first byte to end of request head
+  std::uint32_t idleTimeoutMs = 75'000;      // keep-alive connection without a request
+  std::uint32_t drainTimeoutMs = 30'000;     // SIGTERM: time given to open exchanges
+  bool metricsOnMain = false;                // also serve /metrics on the main port (admin key)
 };
 
 struct Admin {
@@ -90,9 +90,9 @@ struct Upstream {
   std::uint32_t weight = 1;
   std::map<std::string, std::string> models;  // client model id -> upstream model id
   bool allowInsecureHttp = false;
-  std::string caFile;                          // extra trust anchors (PEM); "" = system store
-  std::uint32_t maxConcurrency = 0;            // 0 = unlimited
-  std::uint32_t rpm = 0;                       // 0 = unlimited
+  std::string caFile;                // extra trust anchors (PEM); "" = system store
+  std::uint32_t maxConcurrency = 0;  // 0 = unlimited
+  std::uint32_t rpm = 0;             // 0 = unlimited
   Health health;
 };
 
@@ -110,7 +110,8 @@ struct Retry {
   std::uint32_t maxAttempts = 3;
   Backoff backoff;
   // "connect_error", "timeout" or an HTTP status as text ("429", "503", ...).
-  std::vector<std::string> retryOn = {"connect_error", "timeout", "429", "500", "502", "503", "504"};
+  std::vector<std::string> retryOn = {"connect_error", "timeout", "429", "500",
+                                      "502",           "503",     "504"};
   RetryBudget budget;
 };
 

@@ -12,10 +12,11 @@
 // `operation_aborted`, so an upstream read is abandoned at once.
 #pragma once
 
-#include <boost/asio/awaitable.hpp>
 #include <functional>
 #include <string>
 #include <string_view>
+
+#include <boost/asio/awaitable.hpp>
 
 #include "relay/common/headers.hpp"
 
@@ -38,7 +39,8 @@ struct RequestHead {
 
 struct ResponseHead {
   int status = 200;
-  Headers headers;  // end-to-end fields; the session adds framing (content-length, chunked, :status)
+  Headers
+      headers;  // end-to-end fields; the session adds framing (content-length, chunked, :status)
 };
 
 // Implemented by the HTTP/1.1 and HTTP/2 sessions.

@@ -9,8 +9,8 @@
 #include "relay/net/exchange.hpp"
 #include "relay/pipeline/respond.hpp"
 #include "relay/pipeline/snapshot.hpp"
-#include "relay/telemetry/record.hpp"
 #include "relay/pipeline/worker.hpp"
+#include "relay/telemetry/record.hpp"
 
 namespace relay::pipeline {
 

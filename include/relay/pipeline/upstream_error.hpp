@@ -13,10 +13,10 @@
 namespace relay::pipeline {
 
 struct UpstreamErrorView {
-  std::string body;      // OpenAI-shaped JSON
-  std::string type;      // OpenAI type after mapping
-  std::string code;      // OpenAI code after mapping ("" = null)
-  bool retryable = true; // false: retrying cannot help (auth, quota, bad request)
+  std::string body;       // OpenAI-shaped JSON
+  std::string type;       // OpenAI type after mapping
+  std::string code;       // OpenAI code after mapping ("" = null)
+  bool retryable = true;  // false: retrying cannot help (auth, quota, bad request)
 };
 
 UpstreamErrorView normaliseUpstreamError(std::string_view upstreamName, int status,

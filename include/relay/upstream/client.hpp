@@ -25,14 +25,14 @@ using Clock = std::chrono::steady_clock;
 
 enum class FailureKind {
   kNone,
-  kConnect,           // DNS, TCP connect refused/unreachable
-  kTls,               // handshake or certificate verification
+  kConnect,  // DNS, TCP connect refused/unreachable
+  kTls,      // handshake or certificate verification
   kConnectTimeout,
   kFirstByteTimeout,  // no response head in time (time to first token for streams)
   kIdleTimeout,       // a gap between body reads
   kTotalTimeout,
-  kReset,             // closed or reset by the upstream
-  kProtocol,          // not valid HTTP/1.1
+  kReset,     // closed or reset by the upstream
+  kProtocol,  // not valid HTTP/1.1
 };
 
 struct Failure {
@@ -55,13 +55,13 @@ struct Deadlines {
 
 struct OutgoingRequest {
   std::string_view method = "POST";
-  std::string path;        // "/v1/chat/completions"
+  std::string path;  // "/v1/chat/completions"
   // End-to-end fields; host, content-length and framing are added. `shared`
   // (optional, must outlive the send) is written first: fields that are the
   // same for every attempt of a request need not be copied per attempt.
   const Headers* shared = nullptr;
   Headers headers;
-  std::string_view body;   // must outlive the send
+  std::string_view body;  // must outlive the send
 };
 
 // The response to one request: head first, then the body as it arrives.

@@ -9,10 +9,10 @@ namespace relay::upstream {
 
 struct Target {
   bool tls = true;
-  std::string host;          // DNS name or IP literal (without brackets)
+  std::string host;  // DNS name or IP literal (without brackets)
   std::uint16_t port = 443;
-  std::string basePath;      // "/v1" (no trailing slash; "" for the root)
-  std::string hostHeader;    // "api.moonshot.cn" or "127.0.0.1:8081" (port when not default)
+  std::string basePath;    // "/v1" (no trailing slash; "" for the root)
+  std::string hostHeader;  // "api.moonshot.cn" or "127.0.0.1:8081" (port when not default)
 
   // `base` + `/chat/completions` -> "/v1/chat/completions".
   std::string path(std::string_view suffix) const { return basePath + std::string(suffix); }

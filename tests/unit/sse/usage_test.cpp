@@ -147,7 +147,8 @@ TEST(Usage, ReadsAWholeBodyFromItsLastUsageKey) {
   EXPECT_EQ(u->cachedTokens, 4);
 
   // A content string that ends the body with the key's bytes, escaped, is not a key.
-  const std::string trick = R"({"usage":{"prompt_tokens":3,"completion_tokens":1},"c":"x\"usage\":{}"})";
+  const std::string trick =
+      R"({"usage":{"prompt_tokens":3,"completion_tokens":1},"c":"x\"usage\":{}"})";
   u = extractBodyUsage(trick);
   ASSERT_TRUE(u);
   EXPECT_EQ(u->promptTokens, 3);
