@@ -84,6 +84,7 @@ void Gateway::listen() {
   if (cfg.admin.listen) {
     net::ListenerOptions o = options("admin", *cfg.admin.listen);
     o.maxRequestBytes = 64 * 1024;
+    o.drains = false;  // probes must keep getting answers while the rest drains
     auto bound = runtime_.listen(o, [this](unsigned) { return api::adminHandler(admin_); });
     spdlog::info("listening on http://{} (admin)", bound.text());
   }
@@ -188,8 +189,16 @@ std::string Gateway::reload() {
     previous = snapshot_;
     snapshot_ = next;
   }
+  spdlog::set_level(spdlog::level::from_str(next->config.log.level));
   const auto& was = previous->config.server;
   const auto& now = next->config.server;
+  if (previous->config.log.accessLog != next->config.log.accessLog ||
+      was.headerTimeoutMs != now.headerTimeoutMs || was.idleTimeoutMs != now.idleTimeoutMs ||
+      was.http2.initialWindowBytes != now.http2.initialWindowBytes ||
+      was.tlsListen.size() != now.tlsListen.size()) {
+    spdlog::warn(
+        "reload: log.access_log, server timeouts and http2 settings change only on restart");
+  }
   if (was.listen != now.listen || was.workers != now.workers ||
       was.maxRequestBytes != now.maxRequestBytes ||
       (was.http2.maxConcurrentStreams != now.http2.maxConcurrentStreams) ||

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <thread>
 
+#include "relay/common/cpu.hpp"
 #include "sections.hpp"
 
 namespace relay::config::detail {
@@ -82,7 +83,7 @@ Server readServer(const Value& v) {
   if (s.listen.empty() && s.tlsListen.empty()) {
     v.fail("needs at least one listener: set listen or tls_listen");
   }
-  if (s.workers == 0) s.workers = std::max(1u, std::thread::hardware_concurrency());
+  if (s.workers == 0) s.workers = usableCores();
   return s;
 }
 
@@ -103,7 +104,10 @@ Admin readAdmin(const Value& v, const Server& server) {
       }
     }
   });
-  m.with("key_sha256", [&](const Value& x) { a.keySha256 = readSha256(x); });
+  m.with("key_sha256", [&](const Value& x) {
+    // "" (e.g. an unset ${ADMIN_KEY_SHA256:-}) leaves admin actions disabled.
+    if (!x.string().empty()) a.keySha256 = readSha256(x);
+  });
   return a;
 }
 

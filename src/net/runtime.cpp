@@ -17,6 +17,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include "relay/common/cpu.hpp"
 #include "relay/net/server.hpp"
 #include "session_common.hpp"
 #include "tls_context.hpp"
@@ -141,7 +142,7 @@ struct Runtime::Impl {
 };
 
 Runtime::Runtime(unsigned workers) : impl_(std::make_unique<Impl>()) {
-  if (workers == 0) workers = std::max(1u, std::thread::hardware_concurrency());
+  if (workers == 0) workers = usableCores();
   for (unsigned i = 0; i < workers; ++i) {
     // Each context is run by its own thread only, and its sockets are touched
     // only from it: the reactor needs no locking. Posting from other threads
@@ -222,14 +223,16 @@ config::Endpoint Runtime::listen(const ListenerOptions& options,
       endpoint.port(acceptor->local_endpoint().port());  // port 0: every worker shares it
       bound.port = endpoint.port();
     }
-    {
+    if (options.drains) {
       std::lock_guard lock(impl_->acceptorsMutex);
       impl_->acceptors.push_back(acceptor);
     }
-    asio::co_spawn(*impl_->contexts[i],
-                   impl_->acceptLoop(acceptor, SessionContext{config, impl_->registries[i].get()},
-                                     tls, handlerFor(i)),
-                   asio::detached);
+    // Sessions of a listener that does not drain are not registered for it.
+    SessionRegistry* registry = options.drains ? impl_->registries[i].get() : nullptr;
+    asio::co_spawn(
+        *impl_->contexts[i],
+        impl_->acceptLoop(acceptor, SessionContext{config, registry}, tls, handlerFor(i)),
+        asio::detached);
   }
   return bound;
 }

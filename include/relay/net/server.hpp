@@ -39,6 +39,9 @@ struct ListenerOptions {
   std::uint32_t headerTimeoutMs = 10'000;
   std::uint32_t idleTimeoutMs = 75'000;
   config::Http2Settings http2;
+  // Closed by stopAccepting() (a drain). The admin listener stays open so that
+  // /readyz can say 503 and /healthz 200 until the process exits.
+  bool drains = true;
 };
 
 // Per-process connection counters, for readiness, drain and metrics.
