@@ -155,6 +155,7 @@ net::Task<void> handleChatCompletions(Worker& worker, net::Exchange& ex) {
   ChatRecord record(snap, ex, requestIdFrom(ex.head.headers.get("x-request-id")), start);
 
   Headers base;
+  base.reserve(16);  // request id, 6 rate-limit fields, the relay's own: no regrowth
   base.add("x-request-id", record.requestId());
 
   std::optional<ApiError> refused = planChat(snap, ex, plan, base);

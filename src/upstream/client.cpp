@@ -286,7 +286,8 @@ Task<std::unique_ptr<Connection>> ClientPool::Impl::connect(std::size_t index, c
                                                             Failure& failure) {
   auto executor = co_await asio::this_coro::executor;
   const UpstreamSpec& spec = upstreams[index];
-  auto conn = std::make_unique<Connection>();
+  // Not make_unique: value-initialising would zero the 16 KiB scratch buffer.
+  std::unique_ptr<Connection> conn(new Connection);
   conn->upstream = index;
   conn->plain.emplace(executor);
   Watchdog watchdog(executor);
