@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/signal_set.hpp>
@@ -9,6 +11,7 @@
 #include <spdlog/spdlog.h>
 
 #include "relay/config/parse.hpp"
+#include "relay/pipeline/active_health.hpp"
 
 namespace relay::app {
 
@@ -93,6 +96,10 @@ void Gateway::listen() {
 int Gateway::run() {
   installSignals();
   flusher_ = std::thread([this] { flusherLoop(); });
+  // Active health checks run on worker 0's loop, through its connection pool.
+  asio::co_spawn(runtime_.context(0),
+                 pipeline::runActiveHealthChecks(*workers_[0], [this] { return current(); }),
+                 asio::detached);
   admin_.ready = true;
   const auto& snap = *snapshot_;
   spdlog::info("kimi-relay {} ready: {} workers, {} upstreams, {} models, {} keys", RELAY_VERSION,
