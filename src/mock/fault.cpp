@@ -4,17 +4,11 @@
 #include <functional>
 #include <set>
 
+#include "relay/common/headers.hpp"
+
 namespace relay::mock {
 
 namespace {
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t'))
-    s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t'))
-    s.remove_suffix(1);
-  return s;
-}
 
 // Decimal digits only: "+1", "1.5" or "0x10" in a spec are typos, not numbers.
 std::optional<std::uint32_t> parseCount(std::string_view s) {
@@ -52,14 +46,14 @@ FaultParseResult parseFaultSpec(std::string_view text) {
 
   while (!text.empty()) {
     std::size_t semi = text.find(';');
-    std::string_view item = trim(text.substr(0, semi));
+    std::string_view item = trimWhitespace(text.substr(0, semi));
     text = semi == std::string_view::npos ? std::string_view() : text.substr(semi + 1);
     if (item.empty()) continue;
 
     std::size_t eq = item.find('=');
-    std::string_view key = trim(item.substr(0, eq));
+    std::string_view key = trimWhitespace(item.substr(0, eq));
     std::string_view value =
-        eq == std::string_view::npos ? std::string_view() : trim(item.substr(eq + 1));
+        eq == std::string_view::npos ? std::string_view() : trimWhitespace(item.substr(eq + 1));
     bool hasValue = eq != std::string_view::npos;
     if (!seen.emplace(key).second) {
       result.error = itemError(item, "repeated");

@@ -3,27 +3,20 @@
 
 #include <nlohmann/json.hpp>
 
+#include "relay/common/headers.hpp"
 #include "relay/common/json_write.hpp"
 
 namespace relay::pipeline {
 namespace {
 
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t'))
-    s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t'))
-    s.remove_suffix(1);
-  return s;
-}
-
 // True when the parameters of one Accept entry say q=0 (refused).
 bool refusedByQuality(std::string_view params) {
   while (!params.empty()) {
     std::size_t semi = params.find(';');
-    std::string_view p = trim(params.substr(0, semi));
+    std::string_view p = trimWhitespace(params.substr(0, semi));
     params = semi == std::string_view::npos ? std::string_view() : params.substr(semi + 1);
     if (p.size() < 2 || (p[0] != 'q' && p[0] != 'Q') || p[1] != '=') continue;
-    std::string_view v = trim(p.substr(2));
+    std::string_view v = trimWhitespace(p.substr(2));
     // "0", "0.", "0.0", "0.000": every digit after the point is zero.
     if (v.empty() || v[0] != '0') return false;
     for (char c : v.substr(1)) {
@@ -89,7 +82,7 @@ bool acceptOffers(std::string_view accept, std::string_view mediaType) {
     std::string_view entry = accept.substr(0, comma);
     accept = comma == std::string_view::npos ? std::string_view() : accept.substr(comma + 1);
     std::size_t semi = entry.find(';');
-    std::string_view type = trim(entry.substr(0, semi));
+    std::string_view type = trimWhitespace(entry.substr(0, semi));
     std::string_view params =
         semi == std::string_view::npos ? std::string_view() : entry.substr(semi + 1);
     if (equalsIgnoreCase(type, mediaType) && !refusedByQuality(params)) return true;
@@ -98,7 +91,7 @@ bool acceptOffers(std::string_view accept, std::string_view mediaType) {
 }
 
 bool isJsonContentType(std::string_view contentType) {
-  std::string_view type = trim(contentType.substr(0, contentType.find(';')));
+  std::string_view type = trimWhitespace(contentType.substr(0, contentType.find(';')));
   return equalsIgnoreCase(type, "application/json");
 }
 

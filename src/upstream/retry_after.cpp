@@ -8,14 +8,6 @@
 namespace relay::upstream {
 namespace {
 
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t'))
-    s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t'))
-    s.remove_suffix(1);
-  return s;
-}
-
 bool isDigit(char c) {
   return c >= '0' && c <= '9';
 }
@@ -23,7 +15,7 @@ bool isDigit(char c) {
 // "<digits>[.<digits>]" scaled by `unitMs`, rounded up, saturating at
 // kMaxRetryAfter. Nothing else is accepted (no sign, no exponent).
 std::optional<Millis> parseDecimal(std::string_view s, std::int64_t unitMs) {
-  s = trim(s);
+  s = trimWhitespace(s);
   const std::size_t dot = s.find('.');
   std::string_view whole = s.substr(0, dot);
   std::string_view fraction =
@@ -193,7 +185,7 @@ std::optional<Civil> asctime(Cursor c) {
 }  // namespace
 
 std::optional<WallTime> parseHttpDate(std::string_view text, WallTime now) {
-  text = trim(text);
+  text = trimWhitespace(text);
   std::optional<Civil> civil;
   Cursor c(text);
   if (Cursor longDay = c; longDay.name(kLongDays) && longDay.literal(", ")) {

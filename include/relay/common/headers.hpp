@@ -44,6 +44,9 @@ class Headers {
   std::vector<HeaderField> fields_;
 };
 
+// `s` without leading and trailing spaces and tabs (HTTP's optional whitespace).
+std::string_view trimWhitespace(std::string_view s);
+
 // True when `a` and `b` are equal ignoring ASCII case.
 bool equalsIgnoreCase(std::string_view a, std::string_view b);
 std::string toLower(std::string_view s);
