@@ -193,14 +193,20 @@ describe('graceful drain (SIGTERM, SIGINT)', () => {
       // New connections are no longer accepted on the main listener.
       await waitFor(
         async () => {
+          // A fresh connection each time: a pooled keep-alive one that the
+          // drain is closing can race with the probe and only time out.
           try {
-            await (await postChat(t.relay, chatRequest(), { key: KEYS.full })).text();
+            const res = await postChat(t.relay, chatRequest(), {
+              key: KEYS.full,
+              headers: { connection: 'close' },
+            });
+            await res.text();
             return false;
           } catch {
             return true;
           }
         },
-        { timeoutMs: 2000, what: 'the main listener to stop accepting' },
+        { timeoutMs: 5000, what: 'the main listener to stop accepting' },
       );
 
       const results = await Promise.all(streams.map((s) => s.done));
