@@ -106,6 +106,13 @@ int Gateway::run() {
                runtime_.workers(), snap.catalog.upstreams().size(), snap.catalog.routes().size(),
                snap.keys.tenants().size());
   runtime_.run();
+  // Exchanges cut at the drain deadline settle as their frames are destroyed:
+  // destroy them while the workers they refer to are alive, then save spend.
+  // Everything bound to a loop goes before the loop does.
+  control_.reset();
+  for (auto& w : workers_)
+    w->releaseConnections();
+  runtime_.shutdown();
   {
     std::lock_guard lock(flusherMutex_);
     stopFlusher_ = true;
@@ -132,7 +139,7 @@ void Gateway::armReload() {
 }
 
 void Gateway::beginDrain(int signo) {
-  auto timeout = std::chrono::milliseconds(snapshot_->config.server.drainTimeoutMs);
+  auto timeout = std::chrono::milliseconds(current()->config.server.drainTimeoutMs);
   spdlog::info("received {}; draining for up to {} ms", strsignal(signo), timeout.count());
   admin_.draining = true;
   runtime_.stopAccepting();
@@ -168,6 +175,9 @@ void Gateway::pollDrain() {
 }
 
 std::string Gateway::reload() {
+  // One reload at a time (SIGHUP on worker 0 and POST /admin/reload on any
+  // worker could overlap): each builds on the one before, in order.
+  std::lock_guard serial(reloadMutex_);
   std::shared_ptr<const pipeline::Snapshot> next;
   try {
     config::Config cfg = config::loadConfigFile(configPath_);

@@ -44,6 +44,7 @@ class Gateway {
 
   std::string configPath_;
   pipeline::Services services_;
+  std::mutex reloadMutex_;            // serialises reloads
   mutable std::mutex snapshotMutex_;  // guards snapshot_ between reload and readers off the loops
   std::shared_ptr<const pipeline::Snapshot> snapshot_;
   net::Runtime runtime_;

@@ -234,7 +234,18 @@ std::string Value::string() const {
 std::string Value::secret() const {
   // Same as string(); expansion errors never quote the value, and callers
   // must not quote what this returns.
-  return scalar("a string").text;
+  std::string text = scalar("a string").text;
+  // Secrets go into HTTP header lines: a newline (common at the end of a
+  // mounted secret file) would split the request. Say so without the value.
+  for (char c : text) {
+    auto u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u == 0x7f) {
+      fail(u == '\n' || u == '\r'
+               ? "contains a line break (a trailing newline from a secret file?); remove it"
+               : "contains a control character; remove it");
+    }
+  }
+  return text;
 }
 
 bool Value::boolean() const {

@@ -139,7 +139,12 @@ class H1Session final : public ResponseSink,
   // co_await expression: GCC 12 mishandles those).
   template <class Buffers>
   Task<bool> writeAll(const Buffers& buffers) {
+    // A caller that stops reading must not hold its exchange (and the upstream
+    // slot behind it) for ever: the watchdog resets a write stuck this long.
+    writeDeadline_ = SteadyClock::now() + config_->idleTimeout;
+    ++writesPending_;
     auto [ec, n] = co_await asio::async_write(stream_, buffers, kTuple);
+    --writesPending_;
     if (ec) {
       gone_ = true;
       co_return false;
@@ -182,7 +187,7 @@ class H1Session final : public ResponseSink,
         co_await waitHandlerDone();
         continue;
       }
-      if (closing_ && !handlerRunning_ && !lingering_) {
+      if (closing_ && !handlerRunning_ && !lingering_ && writesPending_ == 0) {
         co_await beginClose();
       }
       auto [ec, n] = co_await readSome();
@@ -216,8 +221,15 @@ class H1Session final : public ResponseSink,
       if (!ec) buffer_.commit(n);
       co_return std::tuple{ec, n};
     } else {
-      auto [ec, n] = co_await stream_.async_read_some(buffer_.prepare(kReadChunk), kTuple);
-      if (!ec) buffer_.commit(n);
+      // Into a buffer of our own: while this read is pending, a finished
+      // handler may parse (and consume) buffer_, which would move the region
+      // a read into buffer_.prepare() was given.
+      auto [ec, n] = co_await stream_.async_read_some(asio::buffer(tlsScratch_), kTuple);
+      if (!ec) {
+        auto dest = buffer_.prepare(n);
+        std::memcpy(dest.data(), tlsScratch_.data(), n);
+        buffer_.commit(n);
+      }
       co_return std::tuple{ec, n};
     }
   }
@@ -247,6 +259,11 @@ class H1Session final : public ResponseSink,
         co_await answerParseError(ec);
         co_return;
       }
+      if (parser_->is_header_done() && unframedTransferEncoding()) {
+        boost::system::error_code bad = http::error::bad_transfer_encoding;
+        co_await answerParseError(bad);
+        co_return;
+      }
       if (parser_->is_header_done() && !parser_->is_done()) {
         if (!sentContinue_ && expectsContinue()) {
           sentContinue_ = true;
@@ -266,6 +283,14 @@ class H1Session final : public ResponseSink,
       }
       if (used == 0) break;
     }
+  }
+
+  // A Transfer-Encoding whose last coding is not chunked leaves the body's
+  // length unknowable (RFC 9112 §6.1 says 400 and close): whoever else reads
+  // this connection could see a different request boundary.
+  bool unframedTransferEncoding() const {
+    const auto& req = parser_->get();
+    return req.find(http::field::transfer_encoding) != req.end() && !parser_->chunked();
   }
 
   bool expectsContinue() const {
@@ -300,7 +325,10 @@ class H1Session final : public ResponseSink,
     const char* code = status == 413   ? "request_too_large"
                        : status == 431 ? "headers_too_large"
                                        : "bad_request";
-    co_await respond(std::move(head), openAiErrorJson(message, "invalid_request_error", code));
+    std::string body = openAiErrorJson(message, "invalid_request_error", code);
+    co_await respond(std::move(head), std::move(body));
+    // Half-close only now that the answer is out (the reader waits for it).
+    if (!lingering_ && !gone_) co_await beginClose();
   }
 
   void launchHandler() {
@@ -346,9 +374,13 @@ class H1Session final : public ResponseSink,
     parser_.reset();
     started_ = finished_ = chunked_ = false;
     handlerRunning_ = true;
-    cancel_.emplace();  // a signal per exchange: no slot outlives its handler
-    asio::co_spawn(stream_.get_executor(), this->shared_from_this()->runHandler(),
-                   asio::bind_cancellation_slot(cancel_->slot(), asio::detached));
+    // A signal per exchange, kept alive by the spawn's completion: the
+    // coroutine's cancellation state lives in it until the spawn completes,
+    // which is after a pipelined next request may have replaced cancel_.
+    cancel_ = std::make_shared<asio::cancellation_signal>();
+    asio::co_spawn(
+        stream_.get_executor(), this->shared_from_this()->runHandler(),
+        asio::bind_cancellation_slot(cancel_->slot(), [sig = cancel_](std::exception_ptr) {}));
   }
 
   Task<void> runHandler() {
@@ -384,8 +416,9 @@ class H1Session final : public ResponseSink,
       head.status = 500;
       head.headers.add("content-type", "application/json");
       head.headers.add("x-request-id", requestIdFrom(exchange_->head.headers.get("x-request-id")));
-      co_await respond(std::move(head), openAiErrorJson("the gateway failed to produce a response",
-                                                        "server_error", "internal_error"));
+      std::string body = openAiErrorJson("the gateway failed to produce a response", "server_error",
+                                         "internal_error");
+      co_await respond(std::move(head), std::move(body));
     } else if (!finished_) {
       abort();  // a truncated body must not look complete
     }
@@ -436,8 +469,15 @@ class H1Session final : public ResponseSink,
       co_await timer_.async_wait(kTuple);
       if (closed_) break;
       auto now = SteadyClock::now();
-      if (handlerRunning_) {  // a long stream is not idle
-        timer_.expires_at(now + config_->idleTimeout);
+      if (handlerRunning_) {  // a long stream is not idle, but a stuck write is
+        if (writesPending_ > 0 && now >= writeDeadline_) {
+          abort();  // the caller has not taken a byte for idle_timeout_ms
+          continue;
+        }
+        timer_.expires_at(
+            now + (writesPending_ > 0
+                       ? std::min<SteadyClock::duration>(config_->idleTimeout, writeDeadline_ - now)
+                       : config_->idleTimeout));
         continue;
       }
       if (now < deadline_) {
@@ -457,9 +497,10 @@ class H1Session final : public ResponseSink,
   ConnectionCounter counter_;
   Registration registration_;
   boost::beast::flat_buffer buffer_;
+  std::array<char, kReadChunk> tlsScratch_;  // TLS reads land here first (see readSome)
   std::optional<Parser> parser_;
   std::optional<Exchange> exchange_;
-  std::optional<asio::cancellation_signal> cancel_;
+  std::shared_ptr<asio::cancellation_signal> cancel_;
   asio::steady_timer* doneWaiter_ = nullptr;
   SteadyClock::time_point deadline_{};
   std::string peer_;
@@ -476,6 +517,8 @@ class H1Session final : public ResponseSink,
   bool sentContinue_ = false;
   bool parsing_ = false;
   bool draining_ = false;
+  int writesPending_ = 0;
+  SteadyClock::time_point writeDeadline_{};
 };
 
 }  // namespace

@@ -232,8 +232,21 @@ class H2Session final : public H2Connection,
     st.handlerRunning = true;
     st.answered = true;
     st.exchange.response = &st;
-    asio::co_spawn(stream_.get_executor(), this->shared_from_this()->runHandler(st.id),
-                   asio::bind_cancellation_slot(st.cancel.slot(), asio::detached));
+    auto self = this->shared_from_this();
+    // The stream is released only once the spawn has completed (handlerDone):
+    // until then the coroutine's cancellation state lives in st.cancel.
+    asio::co_spawn(stream_.get_executor(), self->runHandler(st.id),
+                   asio::bind_cancellation_slot(
+                       st.cancel->slot(), [self, id = st.id, sig = st.cancel](std::exception_ptr) {
+                         self->handlerDone(id);
+                       }));
+  }
+
+  void handlerDone(std::int32_t id) {
+    H2Stream* st = find(id);
+    if (!st) return;
+    st->handlerRunning = false;
+    if (st->closed) streams_.erase(id);
   }
 
   Task<void> runHandler(std::int32_t id) {
@@ -247,8 +260,6 @@ class H2Session final : public H2Connection,
     }
     if (config_->stats) config_->stats->activeExchanges.fetch_sub(1, std::memory_order_relaxed);
     st->completeAfterHandler();
-    st->handlerRunning = false;
-    if (st->closed) streams_.erase(id);
     wakeWriter();
   }
 

@@ -147,7 +147,7 @@ void H2Stream::peerClosed(std::uint32_t errorCode) {
   // unfinished one means the client gave up (RST_STREAM, connection lost).
   if (handlerRunning &&
       (errorCode != NGHTTP2_NO_ERROR || !bodyDone_ || pending_.size() != pendingOffset_))
-    cancel.emit(boost::asio::cancellation_type::terminal);
+    cancel->emit(boost::asio::cancellation_type::terminal);
 }
 
 void H2Stream::completeAfterHandler() {

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include <boost/asio/any_io_executor.hpp>
@@ -51,7 +52,11 @@ class H2Stream final : public ResponseSink {
 
   const std::int32_t id;
   Exchange exchange;
-  boost::asio::cancellation_signal cancel;
+  // Shared with the handler's co_spawn completion: the spawned coroutine keeps
+  // its cancellation state inside the signal's memory until it has completed,
+  // which can be after nghttp2 closed (and we erased) the stream.
+  std::shared_ptr<boost::asio::cancellation_signal> cancel =
+      std::make_shared<boost::asio::cancellation_signal>();
   bool requestComplete = false;
   bool tooLarge = false;
   bool answered = false;  // a handler was launched or a rejection sent

@@ -37,13 +37,17 @@ tcp::endpoint resolveEndpoint(const config::Endpoint& e) {
   return {addr, e.port};
 }
 
-// Closes `socket` if `timer` expires first; the caller cancels it on progress.
-void closeOnTimeout(asio::steady_timer& timer, tcp::socket& socket,
-                    std::chrono::milliseconds after) {
+// Closes `socket` if `timer` expires first. The returned flag must be set
+// before the socket moves on (or the frame that owns it ends): a timer whose
+// expiry was already queued when cancel() ran would otherwise touch it.
+std::shared_ptr<bool> closeOnTimeout(asio::steady_timer& timer, tcp::socket& socket,
+                                     std::chrono::milliseconds after) {
+  auto done = std::make_shared<bool>(false);
   timer.expires_after(after);
-  timer.async_wait([&socket](boost::system::error_code ec) {
-    if (!ec) socket.close(ec);
+  timer.async_wait([&socket, done](boost::system::error_code ec) {
+    if (!ec && !*done) socket.close(ec);
   });
+  return done;
 }
 
 // Plaintext: HTTP/2 prior knowledge starts with the 24-byte client preface.
@@ -51,7 +55,11 @@ void closeOnTimeout(asio::steady_timer& timer, tcp::socket& socket,
 // while what arrived is still a prefix of the preface.
 Task<void> detectPlaintext(tcp::socket socket, SessionContext context, Handler handler) {
   asio::steady_timer timer(socket.get_executor());
-  closeOnTimeout(timer, socket, context.config->headerTimeout);
+  auto timerDone = closeOnTimeout(timer, socket, context.config->headerTimeout);
+  struct SetOnExit {
+    std::shared_ptr<bool> flag;
+    ~SetOnExit() { *flag = true; }
+  } guard{timerDone};
   std::string initial;
   char buf[4096];
   bool h2 = false;
@@ -66,6 +74,7 @@ Task<void> detectPlaintext(tcp::socket socket, SessionContext context, Handler h
       break;
     }
   }
+  *timerDone = true;
   timer.cancel();
   if (h2) {
     startHttp2(std::move(socket), std::move(initial), std::move(context), std::move(handler));
@@ -89,8 +98,9 @@ Task<void> handshakeTls(tcp::socket socket, std::shared_ptr<asio::ssl::context> 
                         SessionContext context, Handler handler) {
   TlsStream stream(std::move(socket), *tls);
   asio::steady_timer timer(stream.get_executor());
-  closeOnTimeout(timer, stream.next_layer(), context.config->headerTimeout);
+  auto timerDone = closeOnTimeout(timer, stream.next_layer(), context.config->headerTimeout);
   auto [ec] = co_await stream.async_handshake(asio::ssl::stream_base::server, kTuple);
+  *timerDone = true;
   timer.cancel();
   if (ec) co_return;  // scanners, wrong protocol, expired: nothing to answer
   if (negotiatedAlpn(stream.native_handle()) == "h2") {
@@ -154,7 +164,23 @@ Runtime::Runtime(unsigned workers) : impl_(std::make_unique<Impl>()) {
   }
 }
 
-Runtime::~Runtime() = default;
+Runtime::~Runtime() {
+  shutdown();
+}
+
+void Runtime::shutdown() {
+  // Order matters: acceptors and work guards refer to their context; sessions
+  // in the contexts refer to the registries and stats, which Impl would
+  // otherwise destroy first (they are declared after the contexts).
+  {
+    std::lock_guard lock(impl_->acceptorsMutex);
+    impl_->acceptors.clear();
+    impl_->tlsSlots.clear();
+  }
+  impl_->guards.clear();
+  for (auto& ctx : impl_->contexts)
+    ctx.reset();
+}
 
 unsigned Runtime::workers() const {
   return static_cast<unsigned>(impl_->contexts.size());

@@ -27,7 +27,7 @@ telemetry::HealthState gaugeOf(upstream::HealthStatus s) {
 }
 
 // One probe; true when the upstream answered 2xx.
-net::Task<bool> probe(Worker& worker, const Snapshot& snap, std::size_t u) {
+net::Task<bool> probe(upstream::ClientPool& clients, const Snapshot& snap, std::size_t u) {
   const upstream::UpstreamInfo& info = snap.catalog.upstreams()[u];
   upstream::OutgoingRequest req;
   req.method = "GET";
@@ -40,7 +40,7 @@ net::Task<bool> probe(Worker& worker, const Snapshot& snap, std::size_t u) {
   d.idle = kProbeTimeout;
   d.total = SteadyClock::now() + kProbeTimeout;
   upstream::Failure failure;
-  auto resp = co_await worker.clients().send(u, req, d, failure);
+  auto resp = co_await clients.send(u, req, d, failure);
   if (!resp) co_return false;
   std::string body;
   bool complete = co_await resp->readAll(body);  // read to the end: the connection is reused
@@ -56,9 +56,11 @@ net::Task<void> runActiveHealthChecks(Worker& worker,
   for (;;) {
     timer.expires_after(kTick);
     co_await timer.async_wait(boost::asio::use_awaitable);
-    std::shared_ptr<const Snapshot> snap = current();
-    // Probes go through this worker's pool: only when it serves this snapshot.
-    if (&worker.snapshot() != snap.get()) continue;
+    // This worker's snapshot and pool, taken together and kept for the tick:
+    // a reload during a probe must not pair one upstream list with another's pool.
+    std::shared_ptr<const Snapshot> snap = worker.snapshotPtr();
+    std::shared_ptr<upstream::ClientPool> clients = worker.clientsPtr();
+    if (snap != current()) continue;  // a reload is on its way to this worker
     const auto& ups = snap->catalog.upstreams();
     for (std::size_t u = 0; u < ups.size(); ++u) {
       const auto interval = std::chrono::milliseconds(ups[u].config->health.activeIntervalMs);
@@ -70,7 +72,7 @@ net::Task<void> runActiveHealthChecks(Worker& worker,
 
       upstream::HealthTracker& health = (*snap->upstreamStates)[u].health();
       std::uint64_t ejections = health.ejectionsTotal();
-      bool ok = co_await probe(worker, *snap, u);
+      bool ok = co_await probe(*clients, *snap, u);
       now = SteadyClock::now();
       upstream::HealthTicket ticket = health.admit(now);
       if (!ticket) ticket = health.admitForced(now);  // ejected: only a success matters

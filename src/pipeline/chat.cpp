@@ -132,6 +132,9 @@ net::Task<void> deliverStream(Worker& worker, net::ResponseSink& sink, Forwarded
   } else if (transform.pendingBytes() > 0) {
     why = "upstream '" + name + "' ended the stream in the middle of an event";
   }
+  if (sink.clientGone() || f.response->failure().kind == upstream::FailureKind::kCancelled) {
+    co_return;  // the caller left: not the upstream's failure, and nobody to tell
+  }
   if (!why.empty()) {
     if (!worker.shuttingDown())
       (*snap.upstreamStates)[f.upstream].health().noteLateFailure(SteadyClock::now());
@@ -147,7 +150,10 @@ net::Task<void> deliverStream(Worker& worker, net::ResponseSink& sink, Forwarded
 
 net::Task<void> handleChatCompletions(Worker& worker, net::Exchange& ex) {
   const auto start = SteadyClock::now();
-  std::shared_ptr<const Snapshot> snapshot = worker.snapshotPtr();  // stays valid through a reload
+  // Taken together, before any suspension, and kept: they match each other
+  // even if a reload swaps the worker's.
+  std::shared_ptr<const Snapshot> snapshot = worker.snapshotPtr();
+  std::shared_ptr<upstream::ClientPool> clients = worker.clientsPtr();
   const Snapshot& snap = *snapshot;
   net::ResponseSink& sink = *ex.response;
   telemetry::Metrics::InFlight inFlight(snap.metrics);
@@ -168,8 +174,8 @@ net::Task<void> handleChatCompletions(Worker& worker, net::Exchange& ex) {
     co_return;
   }
 
-  Forwarded f = co_await forwardChat(
-      worker, snap, ForwardRequest{ex, plan, record, hopsOf(ex.head.headers), start});
+  ForwardRequest forward{*clients, ex, plan, record, hopsOf(ex.head.headers), start};
+  Forwarded f = co_await forwardChat(worker, snap, forward);
   addOutcomeHeaders(base, f, record, snap);
   if (!f.response) {
     if (sink.clientGone()) co_return;

@@ -177,7 +177,7 @@ class Forwarder {
       }
       std::optional<Forwarded> ok = co_await attempt(route, std::move(lease));
       if (ok) co_return ok;
-      if (req_.exchange.response->clientGone()) {
+      if (giveUp_ || tried_.empty() || req_.exchange.response->clientGone()) {
         giveUp_ = true;
         co_return std::nullopt;
       }
@@ -226,8 +226,7 @@ class Forwarder {
 
     upstream::Failure failure;
     auto sent = SteadyClock::now();
-    std::unique_ptr<upstream::ResponseStream> resp =
-        co_await worker_.clients().send(u, out, d, failure);
+    std::unique_ptr<upstream::ResponseStream> resp = co_await req_.clients.send(u, out, d, failure);
     auto headAt = SteadyClock::now();
     req_.record.addWait(headAt - sent);
     req_.record.upstreamUs =
@@ -238,6 +237,14 @@ class Forwarder {
     tried.index = u;
     tried.route = &route;
     tried.upstream = info.name;
+    if (!resp &&
+        (failure.kind == FailureKind::kCancelled || req_.exchange.response->clientGone())) {
+      // The caller left: nothing was learnt about the upstream (a probe is
+      // handed back), and nobody is left to answer.
+      lease.report(upstream::HealthVerdict::kNeutral, headAt);
+      giveUp_ = true;
+      co_return std::nullopt;
+    }
     if (!resp) {
       auto cls = upstream::failureClassFromName(upstream::failureClass(failure.kind));
       tried.failure =

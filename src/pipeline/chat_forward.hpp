@@ -34,6 +34,7 @@ struct Forwarded {
 };
 
 struct ForwardRequest {
+  upstream::ClientPool& clients;  // the pool of the snapshot the exchange started with
   const net::Exchange& exchange;
   ChatPlan& plan;
   ChatRecord& record;

@@ -5,11 +5,11 @@
 namespace relay::pipeline {
 namespace {
 
-std::unique_ptr<upstream::ClientPool> makePool(const Snapshot& snapshot) {
+std::shared_ptr<upstream::ClientPool> makePool(const Snapshot& snapshot) {
   std::vector<upstream::ClientPool::UpstreamSpec> specs;
   for (const auto& u : snapshot.catalog.upstreams())
     specs.push_back({u.target, u.caFile});
-  return std::make_unique<upstream::ClientPool>(std::move(specs));
+  return std::make_shared<upstream::ClientPool>(std::move(specs));
 }
 
 bool sameEndpoints(const Snapshot& a, const Snapshot& b) {
@@ -38,6 +38,11 @@ void Worker::setSnapshot(std::shared_ptr<const Snapshot> snapshot) {
   rebuildSelectors();
   // Keeps the MCP client pool when the instance URLs did not change.
   mcp_ = makeMcpUpstreams(snapshot_->config.mcp, mcp_.get());
+}
+
+void Worker::releaseConnections() {
+  clients_.reset();
+  mcp_.reset();
 }
 
 void Worker::abortStreams() {

@@ -142,7 +142,8 @@ struct ClientPool::Impl {
       auto idle = now - c->idleSince;
       // A connection handed back a moment ago is alive; only one that sat idle
       // may have been closed by the upstream (one peek, no read consumed).
-      if (idle < options.maxIdleTime && (idle < std::chrono::seconds(1) || !c->looksDead()))
+      if (c->buffer.size() == 0 && idle < options.maxIdleTime &&
+          (idle < std::chrono::seconds(1) || !c->looksDead()))
         return c;
     }
     return nullptr;
@@ -186,7 +187,7 @@ class ResponseStreamImpl final : public ResponseStream {
     // be an EAGAIN, a system call for nothing.
     if (conn_->buffer.size() == 0) {
       auto [wec] = co_await conn_->socket().async_wait(tcp::socket::wait_read, kTuple);
-      if (wec) co_return fail(FailureKind::kReset, wec.message());
+      if (wec) co_return fail(FailureKind::kReset, wec.message(), wec);
     }
     auto [ec, n] = co_await conn_->visit(
         [&](auto& s) { return http::async_read_header(s, conn_->buffer, parser_, kTuple); });
@@ -194,8 +195,8 @@ class ResponseStreamImpl final : public ResponseStream {
       if (ec == http::error::end_of_stream || ec == asio::error::eof ||
           ec == asio::error::connection_reset || ec == asio::error::operation_aborted ||
           ec == asio::error::bad_descriptor)
-        co_return fail(FailureKind::kReset, ec.message());
-      co_return fail(FailureKind::kProtocol, ec.message());
+        co_return fail(FailureKind::kReset, ec.message(), ec);
+      co_return fail(FailureKind::kProtocol, ec.message(), ec);
     }
     auto& msg = parser_.get();
     status_ = static_cast<int>(msg.result_int());
@@ -207,6 +208,7 @@ class ResponseStreamImpl final : public ResponseStream {
   bool sawResponseBytes() const { return parser_.got_some(); }
 
   void abort() override {
+    aborted_ = true;
     if (!conn_) return;
     boost::system::error_code ignored;
     conn_->socket().close(ignored);
@@ -237,9 +239,12 @@ class ResponseStreamImpl final : public ResponseStream {
       out.append(scratch, got);
       if (ec == http::error::need_buffer) ec = {};
       if (ec) {
-        fail(FailureKind::kReset, ec.message());
+        fail(FailureKind::kReset, ec.message(), ec);
         co_return false;
       }
+      // Until the next read, time passes at the caller's pace (a slow reader,
+      // a closed window), not the upstream's: only the total deadline runs.
+      watchdog_.set(deadlines_.total, FailureKind::kTotalTimeout);
       if (got > 0) co_return true;
     }
     co_return false;
@@ -253,9 +258,12 @@ class ResponseStreamImpl final : public ResponseStream {
   }
 
  private:
-  bool fail(FailureKind kind, std::string detail) {
+  bool fail(FailureKind kind, std::string detail, boost::system::error_code ec = {}) {
     done_ = true;
     FailureKind fired = watchdog_.fired();
+    // Aborted with no deadline passed and no shutdown abort(): our caller left.
+    if (fired == FailureKind::kNone && ec == asio::error::operation_aborted && !aborted_)
+      kind = FailureKind::kCancelled;
     failure_.kind = fired != FailureKind::kNone ? fired : kind;
     failure_.detail = fired != FailureKind::kNone ? std::string() : std::move(detail);
     watchdog_.disarm();
@@ -266,7 +274,11 @@ class ResponseStreamImpl final : public ResponseStream {
   void finishBody() {
     done_ = true;
     watchdog_.disarm();
-    if (parser_.keep_alive() && conn_) pool_->giveBack(std::move(conn_));
+    // Bytes past the response's end mean the upstream broke its own framing:
+    // such a connection must never carry another request's answer.
+    if (parser_.keep_alive() && conn_ && conn_->buffer.size() == 0 &&
+        (!conn_->tls || SSL_pending(conn_->tls->native_handle()) == 0))
+      pool_->giveBack(std::move(conn_));
   }
 
   std::shared_ptr<ClientPool::Impl> pool_;
@@ -278,6 +290,7 @@ class ResponseStreamImpl final : public ResponseStream {
   int status_ = 0;
   Failure failure_;
   bool done_ = false;
+  bool aborted_ = false;  // abort() closed the connection (shutdown), not the caller leaving
 };
 
 }  // namespace
@@ -308,11 +321,20 @@ Task<std::unique_ptr<Connection>> ClientPool::Impl::connect(std::size_t index, c
                  "cannot resolve " + spec.target.host + ": " + rec.message()};
       co_return nullptr;
     }
+    if (Clock::now() >= connectBy) {  // resolving took the whole connect budget
+      failure = {FailureKind::kConnectTimeout, "resolving " + spec.target.host + " took too long"};
+      co_return nullptr;
+    }
+    watchdog.set(connectBy, FailureKind::kConnectTimeout);  // re-armed if it fired on no socket
     tcp::endpoint ep;
     std::tie(ec, ep) = co_await asio::async_connect(*conn->plain, results, kTuple);
   }
   if (ec) {
     FailureKind fired = watchdog.fired();
+    if (fired == FailureKind::kNone && ec == asio::error::operation_aborted) {
+      failure = {FailureKind::kCancelled, ""};
+      co_return nullptr;
+    }
     failure = {fired != FailureKind::kNone ? fired : FailureKind::kConnect,
                fired != FailureKind::kNone ? "" : ec.message()};
     co_return nullptr;
@@ -325,6 +347,7 @@ Task<std::unique_ptr<Connection>> ClientPool::Impl::connect(std::size_t index, c
   conn->tls.emplace(std::move(*conn->plain), *tls[index]);
   conn->plain.reset();
   watchdog.watch(&conn->tls->next_layer());
+  watchdog.set(connectBy, FailureKind::kConnectTimeout);  // the handshake shares the budget
   SSL* ssl = conn->tls->native_handle();
   if (isIpLiteral(spec.target.host)) {
     X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), spec.target.host.c_str());
@@ -335,6 +358,10 @@ Task<std::unique_ptr<Connection>> ClientPool::Impl::connect(std::size_t index, c
   auto [hec] = co_await conn->tls->async_handshake(asio::ssl::stream_base::client, kTuple);
   if (hec) {
     FailureKind fired = watchdog.fired();
+    if (fired == FailureKind::kNone && hec == asio::error::operation_aborted) {
+      failure = {FailureKind::kCancelled, ""};
+      co_return nullptr;
+    }
     failure = {fired != FailureKind::kNone ? fired : FailureKind::kTls,
                fired != FailureKind::kNone ? "" : hec.message()};
     co_return nullptr;
@@ -379,6 +406,7 @@ Task<std::unique_ptr<ResponseStream>> ClientPool::send(std::size_t index,
     if (co_await stream->exchangeHead(request, target)) co_return stream;
     failure = stream->failure();
     if (!(reused && failure.kind == FailureKind::kReset && !stream->sawResponseBytes())) break;
+    // (a cancelled attempt is kCancelled, not kReset: it never takes another connection)
   }
   co_return nullptr;
 }

@@ -84,6 +84,10 @@ class Runtime {
   void stopAccepting();
   // Stops every event loop now. Thread-safe.
   void stop();
+  // After run() returned: destroys what the loops still held (open sessions,
+  // exchanges cut at the drain deadline) while everything they refer to is
+  // still alive. Idempotent; the destructor calls it.
+  void shutdown();
 
   ServerStats& stats();
 

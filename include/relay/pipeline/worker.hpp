@@ -22,6 +22,10 @@ class Worker {
   const Snapshot& snapshot() const { return *snapshot_; }
   std::shared_ptr<const Snapshot> snapshotPtr() const { return snapshot_; }
   upstream::ClientPool& clients() { return *clients_; }
+  // The pool built for snapshotPtr()'s upstreams. An exchange takes both
+  // together and keeps them: after a reload the worker's pool may index a
+  // different upstream list, and upstream i must never get upstream j's key.
+  std::shared_ptr<upstream::ClientPool> clientsPtr() const { return clients_; }
   // Routes and client pool of the MCP servers; an exchange keeps the pointer
   // for its whole life (a reload replaces the worker's, never this one).
   std::shared_ptr<McpUpstreams> mcpUpstreams() const { return mcp_; }
@@ -42,6 +46,11 @@ class Worker {
   // SSE error event rather than a cut. Touched only on this worker's thread.
   void streamStarted(upstream::ResponseStream* stream) { streams_.insert(stream); }
   void streamEnded(upstream::ResponseStream* stream) { streams_.erase(stream); }
+  // At exit, before the event loops are destroyed: lets go of the pooled
+  // upstream connections (their sockets belong to this worker's loop).
+  // Exchanges still holding a pool keep it until they are destroyed.
+  void releaseConnections();
+
   // The drain deadline passed: abort every upstream stream still open.
   void abortStreams();
   bool shuttingDown() const { return shuttingDown_; }
@@ -51,7 +60,7 @@ class Worker {
 
   unsigned index_;
   std::shared_ptr<const Snapshot> snapshot_;
-  std::unique_ptr<upstream::ClientPool> clients_;
+  std::shared_ptr<upstream::ClientPool> clients_;
   std::vector<upstream::SmoothWeightedSelector> selectors_;
   std::shared_ptr<McpUpstreams> mcp_;
   std::unordered_set<upstream::ResponseStream*> streams_;

@@ -31,8 +31,9 @@ enum class FailureKind {
   kFirstByteTimeout,  // no response head in time (time to first token for streams)
   kIdleTimeout,       // a gap between body reads
   kTotalTimeout,
-  kReset,     // closed or reset by the upstream
-  kProtocol,  // not valid HTTP/1.1
+  kReset,      // closed or reset by the upstream
+  kProtocol,   // not valid HTTP/1.1
+  kCancelled,  // our caller left (terminal cancellation): says nothing about the upstream
 };
 
 struct Failure {

@@ -33,6 +33,18 @@ TEST(ConfigSecrets, ApiKeyOfTheWrongShapeIsNotQuoted) {
   expectNoSecret(message);
 }
 
+TEST(ConfigSecrets, ASecretWithATrailingNewlineIsRefusedWithoutQuotingIt) {
+  // A key mounted from a file often ends in a newline; in a header line it
+  // would split the upstream request.
+  const std::string yaml =
+      upstreamWith("    base_url: https://h/v1\n    models: [m]\n    api_key: ${UPSTREAM_KEY}\n");
+  const std::string message =
+      errorOf(yaml, fakeEnv({{"UPSTREAM_KEY", std::string(kSecret) + "\n"}}));
+  EXPECT_NE(message.find("upstreams[0].api_key: contains a line break"), std::string::npos)
+      << message;
+  expectNoSecret(message);
+}
+
 TEST(ConfigSecrets, MalformedReferenceInASecretIsNotQuoted) {
   const std::string yaml = upstreamWith(
       "    base_url: https://h/v1\n    models: [m]\n"

@@ -1,0 +1,128 @@
+// Regressions for failure paths: callers that leave must not be counted
+// against the upstream (or one tenant could eject an upstream for everyone),
+// and a request whose body length cannot be known is refused, not guessed.
+
+import assert from 'node:assert/strict';
+import net from 'node:net';
+import { after, before, describe, test } from 'node:test';
+
+import { chatRequest, postChat, readSse, relayConfig, startMock, startRelay, waitFor } from '../lib/harness.mjs';
+import { metricSum, scrapeMetrics } from '../lib/metrics.mjs';
+
+const KEY = 'kr-test-robustness-7c5a3e1b9d7f5c3a1e9b7d5f3c1a9e7b';
+const UPSTREAM_KEY = 'sk-robustness-upstream-2e4c6a8b0d2f4e6a8c0b';
+
+describe('callers leaving', () => {
+  const env = {};
+  before(async () => {
+    env.mock = await startMock({ name: 'solo', apiKey: UPSTREAM_KEY });
+    env.relay = await startRelay(
+      relayConfig({
+        keys: [{ name: 'robust', key: KEY }],
+        upstreams: [
+          {
+            name: 'solo',
+            url: env.mock.url,
+            apiKey: UPSTREAM_KEY,
+            models: { 'm-solo': 'm-solo' },
+            // Two failures would eject it for a minute.
+            health: { eject_after_failures: 2, base_ejection_ms: 60_000 },
+          },
+        ],
+      }),
+    );
+  });
+  after(async () => {
+    await Promise.all([env.relay, env.mock].filter(Boolean).map((p) => p.stop()));
+  });
+
+  const ejections = async () =>
+    metricSum(await scrapeMetrics(env.relay), 'kimi_relay_upstream_ejections_total', { upstream: 'solo' });
+
+  test('callers that abandon their streams do not eject the upstream', async () => {
+    for (let i = 0; i < 5; ++i) {
+      const abort = new AbortController();
+      const res = await postChat(env.relay, chatRequest({ model: 'm-solo', stream: true }), {
+        key: KEY,
+        headers: { 'x-mock-chunks': '40', 'x-mock-chunk-delay-ms': '50' },
+        signal: abort.signal,
+      });
+      assert.equal(res.status, 200);
+      for await (const _event of readSse(res)) {
+        abort.abort();  // gone after the first event, mid-stream
+        break;
+      }
+    }
+    await waitFor(async () => (await env.mock.stats()).in_flight === 0, {
+      timeoutMs: 5000,
+      what: 'the abandoned upstream requests to be cancelled',
+    });
+    assert.equal(await ejections(), 0, 'a caller leaving is not an upstream failure');
+    const res = await postChat(env.relay, chatRequest({ model: 'm-solo' }), { key: KEY });
+    assert.equal(res.status, 200, await res.text());
+  });
+
+  test('callers that leave before the answer starts do not eject it either', async () => {
+    for (let i = 0; i < 4; ++i) {
+      const abort = new AbortController();
+      const pending = postChat(env.relay, chatRequest({ model: 'm-solo' }), {
+        key: KEY,
+        headers: { 'x-mock-fault': 'first_byte_delay_ms=2000' },
+        signal: abort.signal,
+      }).catch(() => null);
+      await waitFor(async () => (await env.mock.stats()).in_flight > 0, { what: 'the upstream request' });
+      abort.abort();
+      await pending;
+    }
+    await waitFor(async () => (await env.mock.stats()).in_flight === 0, {
+      timeoutMs: 5000,
+      what: 'the upstream requests to be cancelled',
+    });
+    assert.equal(await ejections(), 0);
+  });
+});
+
+describe('request framing', () => {
+  const env = {};
+  before(async () => {
+    env.mock = await startMock({ name: 'frame', apiKey: UPSTREAM_KEY });
+    env.relay = await startRelay(
+      relayConfig({
+        keys: [{ name: 'robust', key: KEY }],
+        upstreams: [{ name: 'frame', url: env.mock.url, apiKey: UPSTREAM_KEY, models: { 'm-f': 'm-f' } }],
+      }),
+    );
+  });
+  after(async () => {
+    await Promise.all([env.relay, env.mock].filter(Boolean).map((p) => p.stop()));
+  });
+
+  // Sends raw bytes and returns everything the gateway sent back until it closed.
+  function raw(bytes) {
+    const { port } = new URL(env.relay.url);
+    return new Promise((resolve, reject) => {
+      const socket = net.connect(Number(port), '127.0.0.1', () => socket.write(bytes));
+      let text = '';
+      socket.on('data', (d) => (text += d));
+      socket.on('end', () => resolve(text));
+      socket.on('error', reject);
+      socket.setTimeout(3000, () => {
+        socket.destroy();
+        resolve(text);
+      });
+    });
+  }
+
+  test('a Transfer-Encoding that does not end in chunked gets 400 and a close, not a guessed body', async () => {
+    const body = JSON.stringify(chatRequest({ model: 'm-f' }));
+    const smuggled = `GET /v1/models HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${KEY}\r\n\r\n`;
+    const reply = await raw(
+      `POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${KEY}\r\n` +
+        `content-type: application/json\r\ntransfer-encoding: gzip\r\n\r\n${body}${smuggled}`,
+    );
+    assert.match(reply, /^HTTP\/1\.1 400 /);
+    assert.match(reply, /connection: close/i);
+    assert.equal((reply.match(/^HTTP\/1\.1 \d{3} /gm) || []).length, 1, 'the bytes after it are not served as a request');
+    assert.equal((await env.mock.requests()).length, 0, 'nothing reached the upstream');
+  });
+});
