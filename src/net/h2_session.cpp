@@ -15,6 +15,7 @@
 // read. A stream stuck behind a closed window longer than the flush timeout is
 // reset.
 #include <map>
+#include <optional>
 #include <vector>
 
 #include <boost/asio/as_tuple.hpp>
@@ -315,7 +316,9 @@ class H2Session final : public H2Connection,
         out.append(reinterpret_cast<const char*>(data), static_cast<std::size_t>(n));
       }
       if (!out.empty()) {
+        writeStartedAt_ = SteadyClock::now();
         auto [ec, n] = co_await asio::async_write(stream_, asio::buffer(out), kTuple);
+        writeStartedAt_.reset();
         if (ec) {
           connectionGone();
           co_return;
@@ -334,19 +337,42 @@ class H2Session final : public H2Connection,
   }
 
   // Closes a connection that has had no open stream for the idle timeout.
+  // Once per header_timeout (or idle_timeout if shorter): closes a connection
+  // idle for idle_timeout, resets streams whose request has not arrived whole
+  // within header_timeout (a slow-loris client), and closes a connection whose
+  // peer has not taken a byte of ours for idle_timeout (a write that never
+  // completes would also keep every RST_STREAM we queue from being sent).
   Task<void> idleWatch() {
     auto self = this->shared_from_this();
     lastActivity_ = SteadyClock::now();
+    const auto tick = std::min(config_->headerTimeout, config_->idleTimeout);
     while (!closed_) {
-      idleTimer_.expires_at(lastActivity_ + config_->idleTimeout);
+      idleTimer_.expires_after(tick);
       co_await idleTimer_.async_wait(kTuple);
       if (closed_) break;
-      if (streams_.empty() && SteadyClock::now() >= lastActivity_ + config_->idleTimeout) {
-        nghttp2_session_terminate_session(session_, NGHTTP2_NO_ERROR);
-        wakeWriter();
+      const auto now = SteadyClock::now();
+      if (writeStartedAt_ && now - *writeStartedAt_ >= config_->idleTimeout) {
+        connectionGone();
         break;
       }
-      if (!streams_.empty()) lastActivity_ = SteadyClock::now();
+      if (streams_.empty()) {
+        if (now >= lastActivity_ + config_->idleTimeout) {
+          nghttp2_session_terminate_session(session_, NGHTTP2_NO_ERROR);
+          wakeWriter();
+          break;
+        }
+        continue;
+      }
+      lastActivity_ = now;
+      bool reset = false;
+      for (auto& [id, st] : streams_) {
+        if (!st->requestComplete && !st->answered && now - st->openedAt >= config_->headerTimeout) {
+          st->answered = true;  // never launched now
+          nghttp2_submit_rst_stream(session_, NGHTTP2_FLAG_NONE, id, NGHTTP2_CANCEL);
+          reset = true;
+        }
+      }
+      if (reset) wakeWriter();
     }
   }
 
@@ -378,6 +404,7 @@ class H2Session final : public H2Connection,
   std::vector<std::int32_t> events_;
   std::string peer_;
   SteadyClock::time_point lastActivity_{};
+  std::optional<SteadyClock::time_point> writeStartedAt_;  // set while a write is in flight
   bool writeRequested_ = false;
   bool closed_ = false;
   bool draining_ = false;

@@ -57,6 +57,7 @@ class H2Stream final : public ResponseSink {
   // which can be after nghttp2 closed (and we erased) the stream.
   std::shared_ptr<boost::asio::cancellation_signal> cancel =
       std::make_shared<boost::asio::cancellation_signal>();
+  std::chrono::steady_clock::time_point openedAt = std::chrono::steady_clock::now();
   bool requestComplete = false;
   bool tooLarge = false;
   bool answered = false;  // a handler was launched or a rejection sent

@@ -3,6 +3,7 @@
 // and a request whose body length cannot be known is refused, not guessed.
 
 import assert from 'node:assert/strict';
+import http2 from 'node:http2';
 import net from 'node:net';
 import { after, before, describe, test } from 'node:test';
 
@@ -124,5 +125,46 @@ describe('request framing', () => {
     assert.match(reply, /connection: close/i);
     assert.equal((reply.match(/^HTTP\/1\.1 \d{3} /gm) || []).length, 1, 'the bytes after it are not served as a request');
     assert.equal((await env.mock.requests()).length, 0, 'nothing reached the upstream');
+  });
+});
+
+describe('HTTP/2 requests that never finish', () => {
+  const env = {};
+  before(async () => {
+    env.mock = await startMock({ name: 'slow', apiKey: UPSTREAM_KEY });
+    env.relay = await startRelay(
+      relayConfig({
+        server: { header_timeout_ms: 300 },
+        keys: [{ name: 'robust', key: KEY }],
+        upstreams: [{ name: 'slow', url: env.mock.url, apiKey: UPSTREAM_KEY, models: { 'm-s': 'm-s' } }],
+      }),
+    );
+  });
+  after(async () => {
+    await Promise.all([env.relay, env.mock].filter(Boolean).map((p) => p.stop()));
+  });
+
+  test('a stream whose request body never ends is reset after header_timeout_ms; the connection lives on', async () => {
+    const session = http2.connect(env.relay.url); // h2c, prior knowledge
+    try {
+      const stalled = session.request(
+        { ':method': 'POST', ':path': '/v1/chat/completions', authorization: `Bearer ${KEY}` },
+        { endStream: false },
+      );
+      stalled.write('{"model":"m-s",'); // and never the rest
+      const t0 = performance.now();
+      const code = await new Promise((resolve) => stalled.on('close', () => resolve(stalled.rstCode)));
+      const waited = performance.now() - t0;
+      assert.equal(code, http2.constants.NGHTTP2_CANCEL);
+      assert.ok(waited >= 250 && waited < 3000, `reset after ${waited} ms`);
+
+      // The same connection still serves a complete request.
+      const ok = session.request({ ':method': 'GET', ':path': '/v1/models', authorization: `Bearer ${KEY}` });
+      const status = await new Promise((resolve) => ok.on('response', (h) => resolve(h[':status'])));
+      ok.resume();
+      assert.equal(status, 200);
+    } finally {
+      session.close();
+    }
   });
 });
