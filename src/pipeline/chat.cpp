@@ -64,9 +64,10 @@ net::Task<void> deliverJson(net::ResponseSink& sink, Forwarded& f, Headers heade
   std::string_view type = f.response->headers().get("content-type");
   head.headers.add("content-type", type.empty() ? "application/json" : type);
   record.status = head.status;
-  auto w0 = SteadyClock::now();
+  // Settled before the caller can see the answer: its next request must find
+  // this one's tokens and spend already counted (it may land on another worker).
+  record.settle();
   co_await sink.respond(std::move(head), std::move(body));
-  record.addWait(SteadyClock::now() - w0);
 }
 
 // Relays an SSE answer event by event. From the first byte on, the caller has
@@ -139,6 +140,10 @@ net::Task<void> deliverStream(Worker& worker, net::ResponseSink& sink, Forwarded
     if (!worker.shuttingDown())
       (*snap.upstreamStates)[f.upstream].health().noteLateFailure(SteadyClock::now());
     record.errorCode = "upstream_stream_interrupted";
+  }
+  // Settled before the stream's end reaches the caller (see deliverJson).
+  record.settle();
+  if (!why.empty()) {
     std::string event;
     sse::appendError(event, why, "server_error", "upstream_stream_interrupted");
     if (!co_await sink.write(event)) co_return;
