@@ -21,7 +21,6 @@
 import http from 'node:http';
 import http2 from 'node:http2';
 import https from 'node:https';
-import { Readable } from 'node:stream';
 
 export const PROTOCOLS = [
   { name: 'HTTP/1.1', tls: false, h2: false },
@@ -48,7 +47,28 @@ function makeReply({ status, headers, headerNames, httpVersion, stream, cancel }
     httpVersion,
     stream,
     get body() {
-      web ??= Readable.toWeb(stream);
+      // Pull-based, from the stream's async iterator: Readable.toWeb() on
+      // Node 20 can throw "Controller is already closed" when an HTTP/2 stream
+      // ends while data is still being pushed, under load.
+      web ??= (() => {
+        let iterator;
+        return new ReadableStream({
+          start() {
+            iterator = stream[Symbol.asyncIterator]();
+          },
+          async pull(controller) {
+            const { value, done } = await iterator.next();
+            if (done) {
+              controller.close();
+            } else {
+              controller.enqueue(typeof value === 'string' ? new TextEncoder().encode(value) : new Uint8Array(value));
+            }
+          },
+          cancel() {
+            stream.destroy();
+          },
+        });
+      })();
       return web;
     },
     async text() {
