@@ -40,7 +40,7 @@ Gateway::Gateway(std::string configPath, pipeline::Services services,
       snapshot_(std::move(snapshot)),
       runtime_(snapshot_->config.server.workers) {
   for (unsigned i = 0; i < runtime_.workers(); ++i)
-    workers_.push_back(std::make_unique<pipeline::Worker>(i, snapshot_));
+    workers_.push_back(std::make_unique<pipeline::Worker>(snapshot_));
   control_ = std::make_unique<Control>(runtime_.context(0));
   admin_.metrics = services_.metrics;
   admin_.snapshot = [this] { return current(); };
@@ -148,7 +148,7 @@ void Gateway::beginDrain(int signo) {
 }
 
 void Gateway::pollDrain() {
-  auto open = runtime_.stats().activeExchanges.load();
+  auto open = runtime_.activeExchanges();
   auto now = SteadyClock::now();
   if (open == 0) {
     spdlog::info("drained: no exchange left open");

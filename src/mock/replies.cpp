@@ -69,31 +69,6 @@ void appendNullable(std::string& out, std::string_view value) {
 
 }  // namespace
 
-void appendJsonString(std::string& out, std::string_view text) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  out += '"';
-  for (char c : text) {
-    auto u = static_cast<unsigned char>(c);
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (c == '\n') {
-      out += "\\n";
-    } else if (c == '\r') {
-      out += "\\r";
-    } else if (c == '\t') {
-      out += "\\t";
-    } else if (u < 0x20) {
-      out += "\\u00";
-      out += kHex[u >> 4];
-      out += kHex[u & 0xF];
-    } else {
-      out += c;  // UTF-8 passes through unchanged
-    }
-  }
-  out += '"';
-}
-
 std::string errorBody(Flavor flavor, int status, const ErrorFields& fields) {
   std::string out;
   out.reserve(128 + fields.message.size());

@@ -8,6 +8,8 @@
 #include <string>
 #include <string_view>
 
+#include "relay/common/json_write.hpp"
+
 namespace relay::mock {
 
 // Which upstream the mock imitates: OpenAI's shapes or Moonshot's (error bodies
@@ -20,8 +22,8 @@ struct Usage {
   std::uint64_t cachedTokens = 0;
 };
 
-// Appends `text` as a JSON string literal, quotes included.
-void appendJsonString(std::string& out, std::string_view text);
+// JSON string literals: the project's own writer.
+using relay::appendJsonString;
 
 struct ErrorFields {
   std::string_view message;

@@ -54,7 +54,6 @@ class H1Session final : public ResponseSink,
         config_(std::move(context.config)),
         handler_(std::move(handler)),
         timer_(stream_.get_executor()),
-        counter_(config_->stats),
         registration_(context.registry, this) {
     if (!initial.empty()) {
       auto dest = buffer_.prepare(initial.size());
@@ -385,13 +384,13 @@ class H1Session final : public ResponseSink,
 
   Task<void> runHandler() {
     auto self = this->shared_from_this();
-    if (config_->stats) config_->stats->activeExchanges.fetch_add(1, std::memory_order_relaxed);
+    registration_.exchangeStarted();
     try {
       co_await handler_(*exchange_);
     } catch (const std::exception&) {
       // Cancellation after the client left, or a bug: answered below.
     }
-    if (config_->stats) config_->stats->activeExchanges.fetch_sub(1, std::memory_order_relaxed);
+    registration_.exchangeEnded();
     co_await completeResponse();
     exchange_.reset();
     handlerRunning_ = false;
@@ -494,7 +493,6 @@ class H1Session final : public ResponseSink,
   std::shared_ptr<const SessionConfig> config_;
   Handler handler_;
   asio::steady_timer timer_;
-  ConnectionCounter counter_;
   Registration registration_;
   boost::beast::flat_buffer buffer_;
   std::array<char, kReadChunk> tlsScratch_;  // TLS reads land here first (see readSome)

@@ -50,7 +50,6 @@ class H2Session final : public H2Connection,
         handler_(std::move(handler)),
         writerWake_(stream_.get_executor()),
         idleTimer_(stream_.get_executor()),
-        counter_(config_->stats),
         registration_(context.registry, this) {
     peer_ = peerAddress(lowestLayer(stream_));
   }
@@ -253,13 +252,13 @@ class H2Session final : public H2Connection,
   Task<void> runHandler(std::int32_t id) {
     auto self = this->shared_from_this();
     H2Stream* st = find(id);
-    if (config_->stats) config_->stats->activeExchanges.fetch_add(1, std::memory_order_relaxed);
+    registration_.exchangeStarted();
     try {
       co_await handler_(st->exchange);
     } catch (const std::exception&) {
       // Cancellation (stream reset, connection gone) or a bug: settled below.
     }
-    if (config_->stats) config_->stats->activeExchanges.fetch_sub(1, std::memory_order_relaxed);
+    registration_.exchangeEnded();
     st->completeAfterHandler();
     wakeWriter();
   }
@@ -397,7 +396,6 @@ class H2Session final : public H2Connection,
   Handler handler_;
   asio::steady_timer writerWake_;
   asio::steady_timer idleTimer_;
-  ConnectionCounter counter_;
   Registration registration_;
   nghttp2_session* session_ = nullptr;
   Streams streams_;

@@ -123,7 +123,6 @@ struct Runtime::Impl {
   std::vector<std::shared_ptr<tcp::acceptor>> acceptors;
   std::vector<std::unique_ptr<SessionRegistry>> registries;  // one per worker
   std::map<std::string, std::shared_ptr<TlsSlot>> tlsSlots;  // by configured address
-  ServerStats stats;
 
   Task<void> acceptLoop(std::shared_ptr<tcp::acceptor> acceptor, SessionContext context,
                         std::shared_ptr<TlsSlot> tls, Handler handler) {
@@ -137,7 +136,6 @@ struct Runtime::Impl {
         co_await pause.async_wait(kTuple);
         continue;
       }
-      stats.acceptedConnections.fetch_add(1, std::memory_order_relaxed);
       boost::system::error_code ignored;
       socket.set_option(tcp::no_delay(true), ignored);
       if (tls) {
@@ -170,7 +168,7 @@ Runtime::~Runtime() {
 
 void Runtime::shutdown() {
   // Order matters: acceptors and work guards refer to their context; sessions
-  // in the contexts refer to the registries and stats, which Impl would
+  // in the contexts refer to the registries, which Impl would
   // otherwise destroy first (they are declared after the contexts).
   {
     std::lock_guard lock(impl_->acceptorsMutex);
@@ -190,8 +188,11 @@ asio::io_context& Runtime::context(unsigned worker) {
   return *impl_->contexts.at(worker);
 }
 
-ServerStats& Runtime::stats() {
-  return impl_->stats;
+std::int64_t Runtime::activeExchanges() const {
+  std::int64_t n = 0;
+  for (const auto& r : impl_->registries)
+    n += r->activeExchanges.load(std::memory_order_relaxed);
+  return n;
 }
 
 config::Endpoint Runtime::listen(const ListenerOptions& options,
@@ -201,7 +202,6 @@ config::Endpoint Runtime::listen(const ListenerOptions& options,
   config->headerTimeout = std::chrono::milliseconds(options.headerTimeoutMs);
   config->idleTimeout = std::chrono::milliseconds(options.idleTimeoutMs);
   config->http2 = options.http2;
-  config->stats = &impl_->stats;
   config->tls = options.tls.has_value();
 
   std::shared_ptr<TlsSlot> tls;

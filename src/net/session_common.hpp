@@ -1,6 +1,7 @@
 // Pieces shared by the HTTP/1.1 and HTTP/2 sessions (private to net/).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -29,7 +30,6 @@ struct SessionConfig {
   std::chrono::milliseconds headerTimeout{10'000};
   std::chrono::milliseconds idleTimeout{75'000};
   config::Http2Settings http2;
-  ServerStats* stats = nullptr;
   bool tls = false;
 };
 
@@ -57,22 +57,6 @@ bool listsToken(std::string_view list, std::string_view lowerToken);
 // Canonical reason phrase for a status line ("OK", "Not Found", ...).
 std::string_view reasonPhrase(int status);
 
-// Counts an open connection for as long as it lives.
-class ConnectionCounter {
- public:
-  explicit ConnectionCounter(ServerStats* stats) : stats_(stats) {
-    if (stats_) stats_->openConnections.fetch_add(1, std::memory_order_relaxed);
-  }
-  ~ConnectionCounter() {
-    if (stats_) stats_->openConnections.fetch_sub(1, std::memory_order_relaxed);
-  }
-  ConnectionCounter(const ConnectionCounter&) = delete;
-  ConnectionCounter& operator=(const ConnectionCounter&) = delete;
-
- private:
-  ServerStats* stats_;
-};
-
 // A live session that can be asked to wind down (graceful shutdown).
 class Drainable {
  public:
@@ -87,6 +71,9 @@ class Drainable {
 struct SessionRegistry {
   std::unordered_set<Drainable*> live;
   bool draining = false;
+  // Written by this worker only (no contention); read by the drain from
+  // another thread, hence atomic.
+  std::atomic<std::int64_t> activeExchanges{0};
 };
 
 // Adds a session to its worker's registry for as long as it lives.
@@ -102,6 +89,12 @@ class Registration {
   Registration(const Registration&) = delete;
   Registration& operator=(const Registration&) = delete;
   bool draining() const { return registry_ && registry_->draining; }
+  void exchangeStarted() {
+    if (registry_) registry_->activeExchanges.fetch_add(1, std::memory_order_relaxed);
+  }
+  void exchangeEnded() {
+    if (registry_) registry_->activeExchanges.fetch_sub(1, std::memory_order_relaxed);
+  }
 
  private:
   SessionRegistry* registry_;

@@ -189,7 +189,7 @@ class Forwarder {
         co_return std::nullopt;
       }
       if (d.action == upstream::RetryAction::kRetryElsewhere) {
-        history_.exclude(lastUpstream_);
+        history_.exclude(last.index);
       } else if (d.delay.count() > 0) {
         co_await sleepUntil(SteadyClock::now() + d.delay);
       }
@@ -202,7 +202,6 @@ class Forwarder {
   net::Task<std::optional<Forwarded>> attempt(const upstream::ModelRoute& route,
                                               upstream::Lease lease) {
     const std::size_t u = lease.upstream;
-    lastUpstream_ = u;
     const upstream::UpstreamInfo& info = snap_.catalog.upstreams()[u];
     const upstream::Candidate& candidate = route.candidates[lease.candidate];
     upstream::UpstreamState& state = (*snap_.upstreamStates)[u];
@@ -381,7 +380,6 @@ class Forwarder {
   SteadyClock::time_point deadline_;
   SteadyClock::time_point queueDeadline_;
   std::optional<SteadyClock::time_point> fullRetryAt_;
-  std::size_t lastUpstream_ = 0;
   unsigned maxAttempts_ = 1;
   bool giveUp_ = false;
   bool full_ = false;

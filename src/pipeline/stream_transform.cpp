@@ -22,7 +22,6 @@ std::string_view StreamTransform::push(std::string_view bytes) {
 
 bool StreamTransform::inspect(const sse::Event& e) {
   if (!e.dispatches()) return false;
-  sawEvent_ = true;
   ++events_;
   if (e.data == "[DONE]") {
     sawDone_ = true;

@@ -26,8 +26,8 @@ bool sameEndpoints(const Snapshot& a, const Snapshot& b) {
 
 }  // namespace
 
-Worker::Worker(unsigned index, std::shared_ptr<const Snapshot> snapshot)
-    : index_(index), snapshot_(std::move(snapshot)), clients_(makePool(*snapshot_)) {
+Worker::Worker(std::shared_ptr<const Snapshot> snapshot)
+    : snapshot_(std::move(snapshot)), clients_(makePool(*snapshot_)) {
   rebuildSelectors();
   mcp_ = makeMcpUpstreams(snapshot_->config.mcp, nullptr);
 }

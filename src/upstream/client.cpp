@@ -131,7 +131,6 @@ struct ClientPool::Impl {
   std::vector<std::shared_ptr<asio::ssl::context>> tls;
   std::vector<std::vector<std::unique_ptr<Connection>>> idle;
   Options options;
-  PoolStats stats;
 
   std::unique_ptr<Connection> takeIdle(std::size_t index) {
     auto& list = idle[index];
@@ -340,7 +339,6 @@ Task<std::unique_ptr<Connection>> ClientPool::Impl::connect(std::size_t index, c
     co_return nullptr;
   }
   conn->plain->set_option(tcp::no_delay(true), ec);
-  stats.connectionsOpened++;
   if (!spec.target.tls) co_return conn;
 
   if (!tls[index]) tls[index] = makeClientTlsContext(spec.caFile);
@@ -379,10 +377,6 @@ ClientPool::ClientPool(std::vector<UpstreamSpec> upstreams, Options options)
 
 ClientPool::~ClientPool() = default;
 
-const PoolStats& ClientPool::stats() const {
-  return impl_->stats;
-}
-
 Task<std::unique_ptr<ResponseStream>> ClientPool::send(std::size_t index,
                                                        const OutgoingRequest& request,
                                                        const Deadlines& deadlines,
@@ -396,17 +390,16 @@ Task<std::unique_ptr<ResponseStream>> ClientPool::send(std::size_t index,
   for (int attempt = 0; attempt < 2; ++attempt) {
     std::unique_ptr<Connection> conn = impl->takeIdle(index);
     bool reused = conn != nullptr;
-    if (reused) {
-      impl->stats.connectionsReused++;
-    } else {
+    if (!reused) {
       conn = co_await impl->connect(index, deadlines, failure);
       if (!conn) co_return nullptr;
     }
     auto stream = std::make_unique<ResponseStreamImpl>(impl, std::move(conn), deadlines, executor);
     if (co_await stream->exchangeHead(request, target)) co_return stream;
     failure = stream->failure();
+    // Only a stale pooled connection is worth a second try (a cancelled attempt
+    // is kCancelled, never retried here).
     if (!(reused && failure.kind == FailureKind::kReset && !stream->sawResponseBytes())) break;
-    // (a cancelled attempt is kCancelled, not kReset: it never takes another connection)
   }
   co_return nullptr;
 }

@@ -9,7 +9,6 @@
 // declaration so that it stays cheap to include.
 #pragma once
 
-#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -42,13 +41,6 @@ struct ListenerOptions {
   // Closed by stopAccepting() (a drain). The admin listener stays open so that
   // /readyz can say 503 and /healthz 200 until the process exits.
   bool drains = true;
-};
-
-// Per-process connection counters, for readiness, drain and metrics.
-struct ServerStats {
-  std::atomic<std::int64_t> openConnections{0};
-  std::atomic<std::int64_t> activeExchanges{0};
-  std::atomic<std::uint64_t> acceptedConnections{0};
 };
 
 // Loads the chain and key as a TLS listener would, and checks they match.
@@ -89,7 +81,8 @@ class Runtime {
   // still alive. Idempotent; the destructor calls it.
   void shutdown();
 
-  ServerStats& stats();
+  // Exchanges in progress on the drainable listeners, across workers (drain).
+  std::int64_t activeExchanges() const;
 
  private:
   struct Impl;

@@ -36,7 +36,6 @@ class StreamTransform {
   bool sawDone() const { return sawDone_; }
   // Bytes of an event the upstream started but never finished.
   std::size_t pendingBytes() const { return parser_.pendingBytes(); }
-  bool sawEvent() const { return sawEvent_; }
   // Data events seen so far (about one token each in a chat stream).
   std::uint64_t events() const { return events_; }
   const std::optional<sse::Usage>& usage() const { return usage_; }
@@ -54,7 +53,6 @@ class StreamTransform {
   bool callerWantsUsage_;
   bool failed_ = false;
   bool sawDone_ = false;
-  bool sawEvent_ = false;
   std::uint64_t events_ = 0;
 };
 

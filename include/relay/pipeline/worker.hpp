@@ -16,9 +16,8 @@ struct McpUpstreams;  // mcp.hpp
 
 class Worker {
  public:
-  Worker(unsigned index, std::shared_ptr<const Snapshot> snapshot);
+  explicit Worker(std::shared_ptr<const Snapshot> snapshot);
 
-  unsigned index() const { return index_; }
   const Snapshot& snapshot() const { return *snapshot_; }
   std::shared_ptr<const Snapshot> snapshotPtr() const { return snapshot_; }
   upstream::ClientPool& clients() { return *clients_; }
@@ -29,8 +28,6 @@ class Worker {
   // Routes and client pool of the MCP servers; an exchange keeps the pointer
   // for its whole life (a reload replaces the worker's, never this one).
   std::shared_ptr<McpUpstreams> mcpUpstreams() const { return mcp_; }
-  // The selector of `route` (its position in the catalog's routes).
-  upstream::SmoothWeightedSelector& selector(std::size_t route) { return selectors_.at(route); }
   // The selector of `route` in `snapshot`, or nullptr when this worker has
   // moved on to a newer snapshot (a reload raced a request in flight).
   upstream::SmoothWeightedSelector* selector(const Snapshot& snapshot, std::size_t route) {
@@ -58,7 +55,6 @@ class Worker {
  private:
   void rebuildSelectors();
 
-  unsigned index_;
   std::shared_ptr<const Snapshot> snapshot_;
   std::shared_ptr<upstream::ClientPool> clients_;
   std::vector<upstream::SmoothWeightedSelector> selectors_;

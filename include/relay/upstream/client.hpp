@@ -82,11 +82,6 @@ class ResponseStream {
   virtual void abort() = 0;
 };
 
-struct PoolStats {
-  std::uint64_t connectionsOpened = 0;
-  std::uint64_t connectionsReused = 0;
-};
-
 class ClientPool {
  public:
   struct Options {
@@ -110,8 +105,6 @@ class ClientPool {
   // its connection to the pool when its body was read to the end.
   Task<std::unique_ptr<ResponseStream>> send(std::size_t index, const OutgoingRequest& request,
                                              const Deadlines& deadlines, Failure& failure);
-
-  const PoolStats& stats() const;
 
   struct Impl;  // public so that response streams in client.cpp can hold it
 
