@@ -86,6 +86,8 @@ std::string_view failureClass(FailureKind kind) {
       return "reset";
     case FailureKind::kProtocol:
       return "protocol_error";
+    case FailureKind::kCancelled:
+      return "cancelled";
     case FailureKind::kNone:
       break;
   }
@@ -118,6 +120,9 @@ std::string describe(const Failure& f) {
       break;
     case FailureKind::kProtocol:
       what = "invalid HTTP response";
+      break;
+    case FailureKind::kCancelled:
+      what = "cancelled: the caller left";
       break;
     case FailureKind::kNone:
       return "no failure";
