@@ -11,7 +11,19 @@ namespace relay::pipeline {
 namespace {
 
 using SteadyClock = std::chrono::steady_clock;
-constexpr std::chrono::milliseconds kTick{250};
+// How often due probes are looked for: the shortest configured interval,
+// within these bounds.
+constexpr std::chrono::milliseconds kMaxTick{250};
+constexpr std::chrono::milliseconds kMinTick{20};
+
+std::chrono::milliseconds tickFor(const Snapshot& snap) {
+  std::chrono::milliseconds tick = kMaxTick;
+  for (const auto& u : snap.catalog.upstreams()) {
+    auto interval = std::chrono::milliseconds(u.config->health.activeIntervalMs);
+    if (interval.count() > 0) tick = std::min(tick, interval);
+  }
+  return std::max(tick, kMinTick);
+}
 constexpr std::chrono::milliseconds kProbeTimeout{5'000};
 
 telemetry::HealthState gaugeOf(upstream::HealthStatus s) {
@@ -54,7 +66,7 @@ net::Task<void> runActiveHealthChecks(Worker& worker,
   boost::asio::steady_timer timer(co_await boost::asio::this_coro::executor);
   std::map<std::string, SteadyClock::time_point> due;  // by upstream name: survives reloads
   for (;;) {
-    timer.expires_after(kTick);
+    timer.expires_after(tickFor(worker.snapshot()));
     co_await timer.async_wait(boost::asio::use_awaitable);
     // This worker's snapshot and pool, taken together and kept for the tick:
     // a reload during a probe must not pair one upstream list with another's pool.

@@ -57,6 +57,8 @@ describe('active health checks', () => {
     await waitFor(async () => (await probes()).length >= 3, { timeoutMs: 5000, what: '3 active probes' });
     const elapsed = performance.now() - t0;
     assert.ok(elapsed >= 2 * INTERVAL_MS * 0.9, `3 probes came after ${elapsed} ms, faster than the interval`);
+    // The first may come up to one interval after the clear; allow for a loaded runner.
+    assert.ok(elapsed < 3 * INTERVAL_MS + 600, `3 probes took ${elapsed} ms: slower than the interval`);
     for (const p of await probes()) {
       const auth = p.headers.find(([n]) => n.toLowerCase() === 'authorization');
       assert.deepEqual(auth?.[1], `Bearer ${UPSTREAM_KEY}`);

@@ -158,6 +158,29 @@ describe('spend across restarts (state_dir)', () => {
     return JSON.parse(readFileSync(file, 'utf8')).keys?.persist?.output_tokens;
   }
 
+  test('a stream is charged exactly its usage; a cut stream exactly what it produced', async () => {
+    const dir = stateDir();
+    const relay = await relayFor(configIn(dir));
+    const full = await chat(relay, 'persist', { stream: true }, { 'x-mock-chunks': '8' });
+    assert.equal(full.status, 200);
+    assert.ok((await collectSse(full)).at(-1).done);
+    await waitFor(() => savedOutputTokens(dir) === 8, {
+      timeoutMs: 4000,
+      intervalMs: 100,
+      what: 'the 8 completion tokens the upstream reported, charged exactly',
+    });
+
+    const cut = await chat(relay, 'persist', { stream: true }, { 'x-mock-chunks': '10', 'x-mock-fault': 'reset_after=4' });
+    assert.equal(cut.status, 200);
+    assert.ok((await collectSse(cut)).at(-1).json?.error);
+    // No usage arrived: the 4 chunks the caller received are charged, not the reservation.
+    await waitFor(() => savedOutputTokens(dir) === 12, {
+      timeoutMs: 4000,
+      intervalMs: 100,
+      what: 'the 4 produced tokens added to the 8',
+    });
+  });
+
   test('SIGTERM: spend under the cap resumes after a restart and then reaches it', async () => {
     const dir = stateDir();
     const first = await relayFor(configIn(dir));

@@ -135,8 +135,10 @@ function metricValue(text, name, labels) {
 for (const [index, protocol] of SUITE.entries()) {
   describe(`MCP relay over ${protocol.name}`, () => {
     let client;
+    let metricsAtStart; // this pass's metrics are deltas from here
     before(async () => {
       client = await openClient(protocol, { relay: env.relay });
+      metricsAtStart = await metricsText();
     });
     after(async () => {
       await client?.close();
@@ -341,6 +343,7 @@ for (const [index, protocol] of SUITE.entries()) {
     test('DELETE ends the session; the server’s 400 for it afterwards becomes 404', async () => {
       const { rec } = env;
       const { session } = await initialize(client);
+      const deletesBefore = rec.calls('DELETE').length;
       const del = await client.request({
         method: 'DELETE',
         path: '/v1/mcp',
@@ -348,7 +351,7 @@ for (const [index, protocol] of SUITE.entries()) {
       });
       assert.equal(del.status, 200);
       await del.text();
-      assert.equal(rec.calls('DELETE').length > 0, true);
+      assert.equal(rec.calls('DELETE').length, deletesBefore + 1, 'the DELETE reached the server');
       const id = nextId;
       await assertSessionNotFound(await rpc(client, { session, method: 'tools/list' }), id);
     });
@@ -436,12 +439,15 @@ for (const [index, protocol] of SUITE.entries()) {
     });
 
     test('metrics count MCP requests by server, method and status', async () => {
+      // Deltas over this pass only: the other protocol's pass must not carry it.
       const text = await metricsText();
-      assert.ok(metricValue(text, 'kimi_relay_mcp_requests_total', { server: 'pair', method: 'tools/call', code: '200' }) >= 200);
-      assert.ok(metricValue(text, 'kimi_relay_mcp_requests_total', { server: 'rec', method: 'initialize', code: '200' }) >= 1);
-      assert.ok(metricValue(text, 'kimi_relay_mcp_requests_total', { server: 'rec', method: 'tools/list', code: '404' }) >= 1);
-      assert.ok(metricValue(text, 'kimi_relay_mcp_requests_total', { server: 'rec', method: 'stream_open', code: '200' }) >= 1);
-      assert.ok(metricValue(text, 'kimi_relay_mcp_request_duration_seconds_count', { method: 'tools/call' }) >= 200);
+      const delta = (name, labels) =>
+        (metricValue(text, name, labels) ?? 0) - (metricValue(metricsAtStart, name, labels) ?? 0);
+      assert.ok(delta('kimi_relay_mcp_requests_total', { server: 'pair', method: 'tools/call', code: '200' }) >= 100);
+      assert.ok(delta('kimi_relay_mcp_requests_total', { server: 'rec', method: 'initialize', code: '200' }) >= 1);
+      assert.ok(delta('kimi_relay_mcp_requests_total', { server: 'rec', method: 'tools/list', code: '404' }) >= 1);
+      assert.ok(delta('kimi_relay_mcp_requests_total', { server: 'rec', method: 'stream_open', code: '200' }) >= 1);
+      assert.ok(delta('kimi_relay_mcp_request_duration_seconds_count', { method: 'tools/call' }) >= 100);
     });
   });
 }

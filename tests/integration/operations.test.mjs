@@ -190,7 +190,9 @@ describe('graceful drain (SIGTERM, SIGINT)', () => {
       const sigtermAt = performance.now();
       t.relay.process.kill('SIGTERM');
 
-      // New connections are no longer accepted on the main listener.
+      // New connections are refused on the main listener while the streams
+      // are still being drained (not merely once the process has gone).
+      let refusedWhileDraining = false;
       await waitFor(
         async () => {
           // A fresh connection each time: a pooled keep-alive one that the
@@ -202,12 +204,18 @@ describe('graceful drain (SIGTERM, SIGINT)', () => {
             });
             await res.text();
             return false;
-          } catch {
-            return true;
+          } catch (err) {
+            // A connection the kernel queued just before the close may be
+            // reset instead: probe again until a refusal is seen.
+            const code = err.cause?.code ?? err.code;
+            refusedWhileDraining =
+              code === 'ECONNREFUSED' && t.relay.exitStatus() === null && streams.some((s) => s.count() < 15);
+            return refusedWhileDraining;
           }
         },
         { timeoutMs: 5000, what: 'the main listener to stop accepting' },
       );
+      assert.ok(refusedWhileDraining, 'the listener refused new connections while streams were still open');
 
       const results = await Promise.all(streams.map((s) => s.done));
       results.forEach((r, i) => {

@@ -130,7 +130,7 @@ describe('SSE relay', () => {
     }
   });
 
-  test('Moonshot include_usage: usage arrives in choices[0].usage of the last chunk', async () => {
+  test("Moonshot include_usage: usage arrives once, in OpenAI's place (a last chunk with choices: [])", async () => {
     const res = await postChat(
       env.relay,
       chatRequest({ model: 'moonshot-v1-8k', stream: true, stream_options: { include_usage: true } }),
@@ -138,9 +138,13 @@ describe('SSE relay', () => {
     );
     assert.equal(res.status, 200);
     const chunks = assertChunkShape(await collectSse(res));
-    const usage = chunks.at(-1).json.choices[0]?.usage ?? chunks.at(-1).json.usage;
-    assert.ok(usage, `no usage in the last chunk: ${chunks.at(-1).data}`);
-    assert.equal(usage.completion_tokens, 4);
+    const last = chunks.at(-1).json;
+    assert.deepEqual(last.choices, [], `the last chunk is the usage-only chunk: ${chunks.at(-1).data}`);
+    assert.ok(last.usage, `no usage in the last chunk: ${chunks.at(-1).data}`);
+    assert.equal(last.usage.completion_tokens, 4);
+    for (const e of chunks) {
+      assert.equal(e.json.choices[0]?.usage, undefined, `usage left inside a choice: ${e.data}`);
+    }
   });
 });
 

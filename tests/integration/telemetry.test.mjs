@@ -473,3 +473,19 @@ describe('an error answered by the upstream', () => {
     assert.equal(line.upstream, 'holysheep', JSON.stringify(line));
   });
 });
+
+describe('in-flight requests', () => {
+  test('kimi_relay_in_flight_requests counts a request while it is served, and lets go after', async () => {
+    const inFlight = async () => metricSum(await scrapeMetrics(env.relay), 'kimi_relay_in_flight_requests');
+    const before = await inFlight();
+    const res = await postChat(env.relay, chatRequest({ model: 'kimi-k2', stream: true }), {
+      key: KEYS.full,
+      headers: { 'x-mock-chunks': '10', 'x-mock-chunk-delay-ms': '100' },
+    });
+    assert.equal(res.status, 200);
+    assert.equal(await inFlight(), before + 1, 'the open stream is in flight');
+    await res.text();
+    await waitFor(async () => (await inFlight()) === before, { timeoutMs: 2000, what: 'in-flight to fall back' });
+  });
+});
+

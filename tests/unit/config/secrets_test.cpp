@@ -96,7 +96,13 @@ TEST(ConfigSecrets, SecretFromTheEnvironmentInTheWrongFieldIsNotQuoted) {
                                       "    weight: ${MOONSHOT_API_KEY}\n"),
                          env));
   expectNoSecret(errorOf(withMinimal("log: {level: \"${MOONSHOT_API_KEY}\"}\n"), env));
-  expectNoSecret(errorOf(withMinimal("server: {listen: [\"${MOONSHOT_API_KEY}\"]}\n"), env));
+  // Its own server section (withMinimal's would make this a duplicate-key error).
+  const std::string listen = errorOf(
+      "server: {listen: [\"${MOONSHOT_API_KEY}\"]}\n"
+      "upstreams: [{name: u, base_url: \"https://h/v1\", models: [m]}]\n",
+      env);
+  EXPECT_NE(listen.find("server.listen[0]"), std::string::npos) << listen;
+  expectNoSecret(listen);
 }
 
 TEST(ConfigSecrets, ParsedSecretsKeepTheirValue) {
