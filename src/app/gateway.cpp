@@ -22,6 +22,8 @@ using SteadyClock = std::chrono::steady_clock;
 constexpr std::chrono::seconds kFlushInterval{2};
 // After the drain deadline, how long aborted streams get to write their error event.
 constexpr std::chrono::milliseconds kAbortGrace{500};
+// Open connections the admin listener accepts (probes, scrapes, the console).
+constexpr std::uint32_t kAdminMaxConnections = 256;
 
 struct Gateway::Control {
   explicit Control(asio::io_context& ctx)
@@ -69,9 +71,15 @@ void Gateway::listen() {
     o.name = std::move(name);
     o.address = address;
     o.maxRequestBytes = cfg.server.maxRequestBytes;
+    o.maxHeaderBytes = cfg.server.maxHeaderBytes;
+    o.maxConnectionBodyBytes = cfg.server.maxConnectionBodyBytes;
     o.headerTimeoutMs = cfg.server.headerTimeoutMs;
+    o.bodyTimeoutMs = cfg.server.bodyTimeoutMs;
     o.idleTimeoutMs = cfg.server.idleTimeoutMs;
     o.http2 = cfg.server.http2;
+    o.maxConnections = cfg.server.maxConnections;
+    o.maxConnectionsPerIp = cfg.server.maxConnectionsPerIp;
+    o.connectionGroup = "client";
     return o;
   };
   for (const auto& ep : cfg.server.listen) {
@@ -87,7 +95,13 @@ void Gateway::listen() {
   if (cfg.admin.listen) {
     net::ListenerOptions o = options("admin", *cfg.admin.listen);
     o.maxRequestBytes = 64 * 1024;
+    o.maxConnectionBodyBytes = 128 * 1024;
     o.drains = false;  // probes must keep getting answers while the rest drains
+    // Probes and scrapes must get through when callers fill the main
+    // listeners: the admin listener counts apart, with a cap of its own.
+    o.connectionGroup = "admin";
+    o.maxConnections = kAdminMaxConnections;
+    o.maxConnectionsPerIp = 0;
     auto bound = runtime_.listen(o, [this](unsigned) { return api::adminHandler(admin_); });
     spdlog::info("listening on http://{} (admin)", bound.text());
   }

@@ -1,5 +1,6 @@
 // "host:port" listener addresses.
 #include <algorithm>
+#include <arpa/inet.h>
 #include <charconv>
 #include <stdexcept>
 #include <string>
@@ -79,6 +80,49 @@ Endpoint parseEndpoint(std::string_view text) {
   }
   out.port = parsePort(rest);
   return out;
+}
+
+}  // namespace relay::config
+
+namespace relay::config {
+
+Cidr parseCidr(std::string_view text) {
+  const std::size_t slash = text.find('/');
+  const std::string host(text.substr(0, slash));
+  Cidr out;
+  if (::inet_pton(AF_INET, host.c_str(), out.address.data()) == 1) {
+    out.v6 = false;
+    out.prefix = 32;
+  } else if (::inet_pton(AF_INET6, host.c_str(), out.address.data()) == 1) {
+    out.v6 = true;
+    out.prefix = 128;
+  } else {
+    throw std::invalid_argument("must be an IP address or block such as 10.0.0.0/8 or fd00::/8");
+  }
+  if (slash != std::string_view::npos) {
+    std::string_view bits = text.substr(slash + 1);
+    unsigned prefix = 0;
+    auto [end, ec] = std::from_chars(bits.data(), bits.data() + bits.size(), prefix);
+    if (bits.empty() || ec != std::errc() || end != bits.data() + bits.size() ||
+        prefix > out.prefix) {
+      throw std::invalid_argument("the prefix length after '/' must be 0 to " +
+                                  std::to_string(out.prefix));
+    }
+    out.prefix = prefix;
+  }
+  return out;
+}
+
+bool cidrContains(const Cidr& block, const std::array<std::uint8_t, 16>& address, bool v6) {
+  if (block.v6 != v6) return false;
+  unsigned full = block.prefix / 8;
+  for (unsigned i = 0; i < full; ++i) {
+    if (block.address[i] != address[i]) return false;
+  }
+  unsigned rest = block.prefix % 8;
+  if (rest == 0) return true;
+  auto mask = static_cast<std::uint8_t>(0xff << (8 - rest));
+  return (block.address[full] & mask) == (address[full] & mask);
 }
 
 }  // namespace relay::config

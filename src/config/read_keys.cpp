@@ -87,8 +87,10 @@ Key readKey(const Value& v, const Catalog& catalog) {
 
 McpServer readMcpServer(const Value& v) {
   McpServer s;
-  const MapView m = v.map({"name", "url", "instances", "api_key", "region"});
+  const MapView m = v.map({"name", "url", "instances", "api_key", "region", "allow_insecure_http",
+                           "ca_file", "max_response_bytes"});
   s.name = readName(m.require("name"));
+  m.with("allow_insecure_http", [&](const Value& x) { s.allowInsecureHttp = x.boolean(); });
   const auto url = m.find("url");
   const auto instances = m.find("instances");
   if (url && instances) m.failAtKey("instances", "give either url or instances, not both");
@@ -98,6 +100,12 @@ McpServer readMcpServer(const Value& v) {
   for (const Value& item : items) {
     const UrlCheck c = parseHttpUrl(item.string());
     if (!c.error.empty()) item.fail(c.error);
+    if (!c.url.isHttps() && !s.allowInsecureHttp) {
+      item.fail(
+          "plain http:// is refused: the server's credential and the tool traffic would cross "
+          "the network unencrypted; use https://, or set allow_insecure_http: true on this "
+          "server (e.g. for one on loopback)");
+    }
     std::string text = c.url.text();
     if (std::find(s.instances.begin(), s.instances.end(), text) != s.instances.end()) {
       item.fail("this URL is listed twice");
@@ -106,6 +114,9 @@ McpServer readMcpServer(const Value& v) {
   }
   m.with("api_key", [&](const Value& x) { s.apiKey = x.secret(); });
   m.with("region", [&](const Value& x) { s.region = x.string(); });
+  m.with("ca_file", [&](const Value& x) { s.caFile = readNonEmpty(x); });
+  m.with("max_response_bytes",
+         [&](const Value& x) { s.maxResponseBytes = x.unsignedInt<std::uint64_t>(1024); });
   return s;
 }
 
@@ -145,7 +156,9 @@ std::vector<Key> readKeys(const Value& v, const Catalog& catalog) {
 
 Mcp readMcp(const Value& v) {
   Mcp mcp;
-  const MapView m = v.map({"servers", "allowed_origins", "session_secret"});
+  const MapView m = v.map({"servers", "allowed_origins", "session_secret", "session_idle_ms"});
+  m.with("session_idle_ms",
+         [&](const Value& x) { mcp.sessionIdleMs = x.unsignedInt<std::uint32_t>(1000); });
   m.with("servers", [&](const Value& x) {
     for (const Value& item : x.list()) {
       McpServer s = readMcpServer(item);

@@ -12,6 +12,10 @@ namespace {
 constexpr std::uint32_t kMaxHttp2Window = 2147483647;  // RFC 9113 6.9.1
 constexpr unsigned kMaxWorkers = 1024;
 constexpr std::uint32_t kMaxAttempts = 100;
+// A request line plus Host needs some room; beyond 16 MiB a head is an attack.
+constexpr std::uint32_t kMinHeaderBytes = 1024;
+constexpr std::uint32_t kMaxHeaderBytes = 16u << 20;
+constexpr std::uint32_t kMaxConnections = 10'000'000;
 
 // Two listeners on one fixed port would fail at bind time, far from the line.
 void refuseDuplicate(std::vector<std::pair<Endpoint, YAML::Mark>>& seen, const Endpoint& e,
@@ -37,8 +41,10 @@ bool isRetryCondition(const std::string& s) {
 Server readServer(const Value& v) {
   Server s;
   const MapView m =
-      v.map({"listen", "tls_listen", "http2", "workers", "max_request_bytes", "header_timeout_ms",
-             "idle_timeout_ms", "drain_timeout_ms", "metrics_on_main"});
+      v.map({"listen", "tls_listen", "http2", "workers", "max_request_bytes", "max_header_bytes",
+             "max_connection_body_bytes", "max_connections", "max_connections_per_ip",
+             "header_timeout_ms", "body_timeout_ms", "idle_timeout_ms", "drain_timeout_ms",
+             "metrics_on_main", "trusted_proxies"});
   std::vector<std::pair<Endpoint, YAML::Mark>> seen;
   m.with("listen", [&](const Value& x) {
     // One address may be written without the list brackets.
@@ -72,8 +78,30 @@ Server readServer(const Value& v) {
   m.with("workers", [&](const Value& x) { s.workers = x.unsignedInt<unsigned>(0, kMaxWorkers); });
   m.with("max_request_bytes",
          [&](const Value& x) { s.maxRequestBytes = x.unsignedInt<std::uint64_t>(1); });
+  m.with("max_header_bytes", [&](const Value& x) {
+    s.maxHeaderBytes = x.unsignedInt<std::uint32_t>(kMinHeaderBytes, kMaxHeaderBytes);
+  });
+  m.with("max_connection_body_bytes",
+         [&](const Value& x) { s.maxConnectionBodyBytes = x.unsignedInt<std::uint64_t>(0); });
+  m.with("max_connections", [&](const Value& x) {
+    s.maxConnections = x.unsignedInt<std::uint32_t>(1, kMaxConnections);
+  });
+  m.with("max_connections_per_ip", [&](const Value& x) {
+    s.maxConnectionsPerIp = x.unsignedInt<std::uint32_t>(0, kMaxConnections);
+  });
   m.with("header_timeout_ms",
          [&](const Value& x) { s.headerTimeoutMs = x.unsignedInt<std::uint32_t>(1); });
+  m.with("body_timeout_ms",
+         [&](const Value& x) { s.bodyTimeoutMs = x.unsignedInt<std::uint32_t>(1); });
+  m.with("trusted_proxies", [&](const Value& x) {
+    for (const Value& item : x.list()) {
+      try {
+        s.trustedProxies.push_back(parseCidr(item.string()));
+      } catch (const std::invalid_argument& e) {
+        item.fail(e.what());
+      }
+    }
+  });
   m.with("idle_timeout_ms",
          [&](const Value& x) { s.idleTimeoutMs = x.unsignedInt<std::uint32_t>(1); });
   m.with("drain_timeout_ms",
@@ -84,6 +112,12 @@ Server readServer(const Value& v) {
     v.fail("needs at least one listener: set listen or tls_listen");
   }
   if (s.workers == 0) s.workers = usableCores();
+  if (s.maxConnectionBodyBytes == 0) s.maxConnectionBodyBytes = 2 * s.maxRequestBytes;
+  if (s.maxConnectionBodyBytes < s.maxRequestBytes) {
+    m.find("max_connection_body_bytes")
+        ->fail("must be at least max_request_bytes (" + std::to_string(s.maxRequestBytes) +
+               "), or one request body could never arrive whole");
+  }
   return s;
 }
 

@@ -41,6 +41,14 @@ MockServer::MockServer(const MockOptions& options, MockState& state)
     : options_(options), state_(state), modelsBody_(buildModelsBody(options)) {}
 
 net::Task<void> MockServer::handle(net::Exchange& exchange) {
+  // The mock reads every body first: it records requests whole.
+  net::BodyResult body = co_await exchange.readBody();
+  if (!body.ok()) {
+    if (body.status != net::BodyStatus::kGone) {
+      co_await replyError(exchange, body.httpStatus(), body.message);
+    }
+    co_return;
+  }
   if (exchange.head.path.starts_with("/_mock/")) {
     co_await control(exchange);
     co_return;

@@ -1,16 +1,28 @@
 // HTTP/1.1 server session: bytes <-> Exchange.
 //
-// One reader coroutine owns the socket's read side for the connection's whole
-// life. It feeds Beast's request parser and, when a request is complete, spawns
-// the handler with a cancellation slot. While the handler runs the reader keeps
-// reading, so an EOF or reset from the client is seen at once (even while the
-// upstream is silent) and becomes a terminal cancellation of the handler; bytes
-// of a pipelined next request are buffered (up to a cap) and parsed once the
-// current response is complete. Responses are serialised here, not by Beast:
-// a status line, the handler's fields and our framing, gathered into one write.
+// Two coroutines per connection, each with one job:
 //
-// Timeouts use one timer per connection and a "lazy" deadline: moving the
-// deadline later is a plain store; only moving it earlier re-arms the timer.
+//  - `reader()` owns the socket's read side for the connection's whole life.
+//    It appends what arrives to `inbox_` (at most `readAhead_` bytes ahead of
+//    the parser) and wakes whoever waits for input. Because it keeps reading
+//    while a handler runs, a caller that disconnects is seen at once, even
+//    while the upstream is silent, and becomes a terminal cancellation of the
+//    handler; the bytes of a pipelined next request wait in `inbox_`.
+//  - `serve()` is the request loop, in the shape of Beast's examples: read a
+//    head, run the handler, answer, repeat. The handler reads the body only
+//    if it wants it (BodySource::readAll): a caller is authenticated on the
+//    head, and a request it refuses is answered without reading its body
+//    (the connection then closes, since the unread body is in the way).
+//
+// Bounds (docs/configuration.md): the head is at most max_header_bytes (431)
+// and must arrive within header_timeout_ms of its first byte (408); the body
+// at most max_request_bytes (413) within body_timeout_ms of the head (408);
+// between requests a connection may idle for idle_timeout_ms; a write the
+// caller does not take within idle_timeout_ms resets the connection.
+// Framing errors (Content-Length with Transfer-Encoding, two different
+// Content-Lengths, a space before a colon, a bad chunk size, obs-fold) are
+// answered 400 and the connection is closed. Responses are serialised here:
+// a status line, the handler's fields and our framing, gathered into one write.
 #include <array>
 #include <optional>
 
@@ -26,7 +38,7 @@
 #include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/string_body.hpp>
 
-#include "relay/common/request_id.hpp"
+#include "relay/common/limits.hpp"
 #include "session_common.hpp"
 
 namespace relay::net {
@@ -34,31 +46,43 @@ namespace {
 
 namespace http = boost::beast::http;
 constexpr auto kTuple = asio::as_tuple(asio::use_awaitable);
-constexpr std::size_t kHeaderLimit = 64 * 1024;
 constexpr std::size_t kReadChunk = 16 * 1024;
-// Bytes of a following request we buffer while a response is in progress.
-constexpr std::size_t kPipelineCap = 64 * 1024;
+// Bytes read ahead of the parser (a pipelined request, the start of a body):
+// enough for a whole head on top of one read.
+constexpr std::size_t kReadAheadFloor = 64 * 1024;
 // After we decide to close, how long we keep draining the client's bytes so
 // that our last response is not destroyed by a reset ("lingering close").
 constexpr std::chrono::milliseconds kLingerTimeout{2'000};
 
 using Parser = http::request_parser<http::string_body>;
 
+enum class HeadOutcome {
+  kReady,   // a request head is parsed
+  kClosed,  // the connection ends without a request (EOF, idle, drain)
+  kRefused  // the head was bad and has been answered; close
+};
+
 template <class Stream>
 class H1Session final : public ResponseSink,
+                        public BodySource,
                         public Drainable,
                         public std::enable_shared_from_this<H1Session<Stream>> {
  public:
   H1Session(Stream stream, std::string initial, SessionContext context, Handler handler)
       : stream_(std::move(stream)),
         config_(std::move(context.config)),
+        slot_(std::move(context.slot)),
         handler_(std::move(handler)),
-        timer_(stream_.get_executor()),
-        registration_(context.registry, this) {
+        inputWake_(stream_.get_executor()),
+        roomWake_(stream_.get_executor()),
+        watchdogTimer_(stream_.get_executor()),
+        registration_(context.registry, this),
+        acceptedAt_(context.acceptedAt),
+        readAhead_(std::max<std::size_t>(kReadAheadFloor, config_->maxHeaderBytes + kReadChunk)) {
     if (!initial.empty()) {
-      auto dest = buffer_.prepare(initial.size());
+      auto dest = inbox_.prepare(initial.size());
       std::memcpy(dest.data(), initial.data(), initial.size());
-      buffer_.commit(initial.size());
+      inbox_.commit(initial.size());
     }
     peer_ = peerAddress(lowestLayer(stream_));
   }
@@ -67,10 +91,15 @@ class H1Session final : public ResponseSink,
     auto self = this->shared_from_this();
     boost::system::error_code ignored;
     lowestLayer(stream_).non_blocking(true, ignored);  // readSome() must never block
-    if (registration_.draining()) keepAlive_ = false;
-    setDeadline(SteadyClock::now() + config_->idleTimeout);
-    asio::co_spawn(stream_.get_executor(), self->readLoop(), asio::detached);
+    if (registration_.draining()) draining_ = true;
+    asio::co_spawn(stream_.get_executor(), self->reader(), asio::detached);
     asio::co_spawn(stream_.get_executor(), self->watchdog(), asio::detached);
+    // serve() runs every handler inline: the reader cancels it through this
+    // signal when the caller leaves mid-exchange. The completion keeps the
+    // signal alive until the coroutine's cancellation state is gone.
+    asio::co_spawn(stream_.get_executor(), self->serve(),
+                   asio::bind_cancellation_slot(cancel_->slot(),
+                                                [sig = cancel_](std::exception_ptr) {}));
   }
 
   // ResponseSink ----------------------------------------------------------
@@ -78,10 +107,10 @@ class H1Session final : public ResponseSink,
   Task<bool> respond(ResponseHead head, std::string body) override {
     if (gone_ || started_) co_return false;
     started_ = true;
+    finished_ = true;
     std::string h = serializeHead(head, body.size(), false);
     std::array<asio::const_buffer, 2> bufs{asio::buffer(h), asio::buffer(body)};
     if (isHead_) bufs[1] = asio::const_buffer();
-    finished_ = true;
     co_return co_await writeAll(bufs);
   }
 
@@ -115,231 +144,217 @@ class H1Session final : public ResponseSink,
 
   void abort() override {
     gone_ = true;
-    closing_ = true;
+    keepAlive_ = false;
     resetConnection(lowestLayer(stream_));
+    closed_ = true;
+    wakeAll();
   }
 
   bool started() const override { return started_; }
-  bool clientGone() const override { return gone_; }
+  bool clientGone() const override { return gone_ || peerGone_; }
+
+  // BodySource ------------------------------------------------------------
+
+  Task<BodyResult> readAll(std::string& out) override {
+    if (!parser_ || bodyRead_) co_return BodyResult{BodyStatus::kGone, {}};
+    bodyRead_ = true;
+    if (!parser_->is_done() && expectsContinue_ && inbox_.size() == 0) {
+      static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+      std::array<asio::const_buffer, 1> bufs{asio::buffer(kContinue.data(), kContinue.size())};
+      if (!co_await writeAll(bufs)) co_return BodyResult{BodyStatus::kGone, {}};
+    }
+    const auto deadline = headDoneAt_ + config_->bodyTimeout;
+    while (!parser_->is_done()) {
+      if (inbox_.size() > 0) {
+        boost::system::error_code ec;
+        std::size_t used = parser_->put(inbox_.data(), ec);
+        inbox_.consume(used);
+        wakeReader();
+        if (ec == http::error::body_limit) co_return bodyTooLarge();
+        if (ec && ec != http::error::need_more) {
+          co_return BodyResult{BodyStatus::kMalformed,
+                               "malformed HTTP/1.1 request body: " + ec.message()};
+        }
+        if (parser_->is_done()) break;
+        if (!ec && used > 0) continue;
+      }
+      if (peerGone_ || gone_) co_return BodyResult{BodyStatus::kGone, {}};
+      if (!co_await waitInput(deadline)) {
+        countLimit(Limit::kBodyTimeout);
+        co_return BodyResult{BodyStatus::kTimeout,
+                             "the request body did not arrive within " +
+                                 std::to_string(config_->bodyTimeout.count()) +
+                                 " ms of its head (server.body_timeout_ms)"};
+      }
+    }
+    bodyComplete_ = true;
+    std::string& body = parser_->get().body();
+    if (out.empty()) {
+      out = std::move(body);
+    } else {
+      out.append(body);
+    }
+    co_return BodyResult{};
+  }
 
   // Drainable: the response in progress says `connection: close`; a
   // connection between requests is closed now.
   void drain() override {
     draining_ = true;
-    if (!handlerRunning_ && !parser_ && !closing_) {
-      closing_ = true;
-      auto self = this->shared_from_this();
-      asio::co_spawn(stream_.get_executor(), self->beginClose(), asio::detached);
-    }
+    wakeInputWaiter();
   }
 
  private:
-  // `buffers` is a named object of the caller's frame (never a temporary in the
-  // co_await expression: GCC 12 mishandles those).
-  template <class Buffers>
-  Task<bool> writeAll(const Buffers& buffers) {
-    // A caller that stops reading must not hold its exchange (and the upstream
-    // slot behind it) for ever: the watchdog resets a write stuck this long.
-    writeDeadline_ = SteadyClock::now() + config_->idleTimeout;
-    ++writesPending_;
-    auto [ec, n] = co_await asio::async_write(stream_, buffers, kTuple);
-    --writesPending_;
-    if (ec) {
-      gone_ = true;
+  // The request loop ------------------------------------------------------
+
+  Task<void> serve() {
+    auto self = this->shared_from_this();
+    bool first = true;
+    while (!closed_) {
+      HeadOutcome head = co_await readHead(first);
+      first = false;
+      if (head != HeadOutcome::kReady) break;
+      co_await runExchange();
+      if (!keepAlive_ || gone_ || peerGone_ || draining_) break;
+    }
+    serveDone_ = true;
+    if (peerGone_ || gone_) {
+      closeNow();
+    } else {
+      beginLinger();
+    }
+  }
+
+  // Reads the next request head. Before its first byte the connection may
+  // idle (idle_timeout_ms; header_timeout_ms from accept for the first
+  // request); from its first byte the whole head must arrive within
+  // header_timeout_ms.
+  Task<HeadOutcome> readHead(bool first) {
+    parser_.emplace();
+    parser_->header_limit(config_->maxHeaderBytes);
+    parser_->body_limit(config_->maxRequestBytes);
+    parser_->eager(false);
+    std::optional<SteadyClock::time_point> headStart;
+    if (inbox_.size() > 0) headStart = first ? acceptedAt_ : SteadyClock::now();
+    for (;;) {
+      if (inbox_.size() > 0) {
+        if (!headStart) headStart = SteadyClock::now();
+        boost::system::error_code ec;
+        std::size_t used = parser_->put(inbox_.data(), ec);
+        inbox_.consume(used);
+        wakeReader();
+        if (parser_->is_header_done() && (!ec || ec == http::error::need_more)) {
+          co_return co_await checkHead() ? HeadOutcome::kReady : HeadOutcome::kRefused;
+        }
+        if (ec && ec != http::error::need_more) {
+          co_await refuseHead(ec);
+          co_return HeadOutcome::kRefused;
+        }
+      }
+      if (peerGone_ || gone_ || closed_) co_return HeadOutcome::kClosed;
+      if (draining_ && !headStart) co_return HeadOutcome::kClosed;
+      SteadyClock::time_point deadline =
+          headStart ? *headStart + config_->headerTimeout
+          : first   ? acceptedAt_ + config_->headerTimeout
+                    : SteadyClock::now() + config_->idleTimeout;
+      if (!co_await waitInput(deadline)) {
+        if (!headStart) {
+          countLimit(first ? Limit::kHeaderTimeout : Limit::kIdleTimeout);
+          co_return HeadOutcome::kClosed;  // nothing was asked: nothing to answer
+        }
+        countLimit(Limit::kHeaderTimeout);
+        co_await answerAndClose(408,
+                                "the request head did not arrive within " +
+                                    std::to_string(config_->headerTimeout.count()) +
+                                    " ms (server.header_timeout_ms)",
+                                "request_timeout");
+        co_return HeadOutcome::kRefused;
+      }
+    }
+  }
+
+  // Framing rules Beast leaves to us. A Transfer-Encoding whose last coding
+  // is not chunked leaves the body's length unknowable (RFC 9112 §6.1 says
+  // 400 and close): whoever else reads this connection could see a
+  // different request boundary.
+  Task<bool> checkHead() {
+    const auto& req = parser_->get();
+    if (req.find(http::field::transfer_encoding) != req.end() && !parser_->chunked()) {
+      co_await refuseHead(http::error::bad_transfer_encoding);
       co_return false;
     }
     co_return true;
   }
 
-  std::string serializeHead(const ResponseHead& head, std::size_t contentLength, bool streamed) {
-    std::string out;
-    out.reserve(256 + head.headers.size() * 48);
-    out.append("HTTP/1.1 ");
-    out.append(std::to_string(head.status));
-    out.push_back(' ');
-    out.append(reasonPhrase(head.status));
-    out.append("\r\n");
-    for (const HeaderField& f : head.headers) {
-      if (isHopByHopHeader(f.name) || f.name == "content-length") continue;
-      out.append(f.name).append(": ").append(f.value).append("\r\n");
-    }
-    if (streamed) {
-      if (chunked_) out.append("transfer-encoding: chunked\r\n");
-    } else if (head.status >= 200 && head.status != 204 && head.status != 304) {
-      out.append("content-length: ").append(std::to_string(contentLength)).append("\r\n");
-    }
-    if (!keepAlive_ || closing_ || draining_) out.append("connection: close\r\n");
-    out.append("\r\n");
-    return out;
-  }
-
-  // Reader ----------------------------------------------------------------
-
-  Task<void> readLoop() {
-    auto self = this->shared_from_this();
-    for (;;) {
-      if (!handlerRunning_ && !closing_) {
-        co_await parseBuffered();
-        if (handlerRunning_) continue;
-      }
-      if (handlerRunning_ && buffer_.size() >= kPipelineCap) {
-        co_await waitHandlerDone();
-        continue;
-      }
-      if (closing_ && !handlerRunning_ && !lingering_ && writesPending_ == 0) {
-        co_await beginClose();
-      }
-      auto [ec, n] = co_await readSome();
-      if (ec) break;
-      if (n == 0) continue;  // readiness without data (spurious wake-up)
-      if (lingering_) buffer_.consume(buffer_.size());
-      if (!handlerRunning_ && !lingering_ && !parser_)
-        setDeadline(SteadyClock::now() + config_->headerTimeout);
-    }
-    // The client is gone (or we closed). A running handler learns it now.
-    gone_ = true;
-    if (handlerRunning_) {
-      // Cancel only an unfinished response: a handler still settling after its
-      // last byte went out has nothing to abandon.
-      if (!finished_) cancel_->emit(asio::cancellation_type::terminal);
-      co_await waitHandlerDone();
-    }
-    closeNow();
-  }
-
-  // One read. On plaintext it waits for readiness first and then reads
-  // without blocking: a speculative read while a response is in progress
-  // would almost always be an EAGAIN, i.e. one wasted system call per request.
-  Task<std::tuple<boost::system::error_code, std::size_t>> readSome() {
-    if constexpr (std::is_same_v<Stream, tcp::socket>) {
-      auto [wec] = co_await stream_.async_wait(tcp::socket::wait_read, kTuple);
-      if (wec) co_return std::tuple{wec, std::size_t{0}};
-      boost::system::error_code ec;
-      std::size_t n = stream_.read_some(buffer_.prepare(kReadChunk), ec);
-      if (ec == asio::error::would_block || ec == asio::error::try_again) ec = {};
-      if (!ec) buffer_.commit(n);
-      co_return std::tuple{ec, n};
+  Task<void> refuseHead(boost::system::error_code ec) {
+    if (ec == http::error::header_limit) {
+      countLimit(Limit::kMaxHeaderBytes);
+      co_await answerAndClose(431,
+                              "request header fields exceed " +
+                                  std::to_string(config_->maxHeaderBytes) +
+                                  " bytes (server.max_header_bytes)",
+                              "headers_too_large");
+    } else if (ec == http::error::body_limit) {  // a Content-Length over the cap
+      countLimit(Limit::kMaxRequestBytes);
+      co_await answerAndClose(413, bodyTooLargeMessage(), "request_too_large");
     } else {
-      // Into a buffer of our own: while this read is pending, a finished
-      // handler may parse (and consume) buffer_, which would move the region
-      // a read into buffer_.prepare() was given.
-      auto [ec, n] = co_await stream_.async_read_some(asio::buffer(tlsScratch_), kTuple);
-      if (!ec) {
-        auto dest = buffer_.prepare(n);
-        std::memcpy(dest.data(), tlsScratch_.data(), n);
-        buffer_.commit(n);
-      }
-      co_return std::tuple{ec, n};
+      co_await answerAndClose(400, "malformed HTTP/1.1 request: " + ec.message(), "bad_request");
     }
   }
 
-  // Parses whatever is buffered; may answer an error or start the handler.
-  Task<void> parseBuffered() {
-    if (parsing_) co_return;  // the reader and a finished handler may both get here
-    parsing_ = true;
-    co_await parseLoop();
-    parsing_ = false;
-  }
-
-  Task<void> parseLoop() {
-    while (buffer_.size() > 0 && !closing_) {
-      if (!parser_) {
-        parser_.emplace();
-        parser_->header_limit(kHeaderLimit);
-        parser_->body_limit(config_->maxRequestBytes);
-        parser_->eager(true);
-        sentContinue_ = false;
-      }
-      boost::system::error_code ec;
-      std::size_t used = parser_->put(buffer_.data(), ec);
-      buffer_.consume(used);
-      if (ec == http::error::need_more) break;
-      if (ec) {
-        co_await answerParseError(ec);
-        co_return;
-      }
-      if (parser_->is_header_done() && unframedTransferEncoding()) {
-        boost::system::error_code bad = http::error::bad_transfer_encoding;
-        co_await answerParseError(bad);
-        co_return;
-      }
-      if (parser_->is_header_done() && !parser_->is_done()) {
-        if (!sentContinue_ && expectsContinue()) {
-          sentContinue_ = true;
-          static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
-          std::array<asio::const_buffer, 1> bufs{asio::buffer(kContinue.data(), kContinue.size())};
-          if (!co_await writeAll(bufs)) {
-            closing_ = true;
-            co_return;
-          }
-        }
-        if (used == 0) break;
-        continue;
-      }
-      if (parser_->is_done()) {
-        launchHandler();
-        co_return;
-      }
-      if (used == 0) break;
-    }
-  }
-
-  // A Transfer-Encoding whose last coding is not chunked leaves the body's
-  // length unknowable (RFC 9112 §6.1 says 400 and close): whoever else reads
-  // this connection could see a different request boundary.
-  bool unframedTransferEncoding() const {
-    const auto& req = parser_->get();
-    return req.find(http::field::transfer_encoding) != req.end() && !parser_->chunked();
-  }
-
-  bool expectsContinue() const {
-    auto it = parser_->get().find(http::field::expect);
-    return it != parser_->get().end() && equalsIgnoreCase(it->value(), "100-continue");
-  }
-
-  Task<void> answerParseError(boost::system::error_code ec) {
-    int status = 400;
-    std::string message = "malformed HTTP/1.1 request: " + ec.message();
-    if (ec == http::error::body_limit) {
-      status = 413;
-      message = "request body exceeds the limit of " + std::to_string(config_->maxRequestBytes) +
-                " bytes (server.max_request_bytes)";
-    } else if (ec == http::error::header_limit) {
-      status = 431;
-      message = "request header fields exceed " + std::to_string(kHeaderLimit) + " bytes";
-    }
-    ResponseHead head;
-    head.status = status;
-    head.headers.add("content-type", "application/json");
+  // An answer of the session's own (no handler ran); the connection closes.
+  Task<void> answerAndClose(int status, std::string message, std::string_view code) {
+    keepAlive_ = false;
+    started_ = false;
+    finished_ = false;
+    isHead_ = false;
     std::string_view given;
-    if (parser_->is_header_done()) {
+    if (parser_ && parser_->is_header_done()) {
       auto it = parser_->get().find("x-request-id");
       if (it != parser_->get().end()) given = it->value();
     }
-    head.headers.add("x-request-id", requestIdFrom(given));
-    parser_.reset();
-    closing_ = true;
-    keepAlive_ = false;
-    started_ = false;
-    const char* code = status == 413   ? "request_too_large"
-                       : status == 431 ? "headers_too_large"
-                                       : "bad_request";
-    std::string body = openAiErrorJson(message, "invalid_request_error", code);
+    ResponseHead head = sessionErrorHead(status, given);
+    std::string body = sessionErrorBody(message, code);
     co_await respond(std::move(head), std::move(body));
-    // Half-close only now that the answer is out (the reader waits for it).
-    if (!lingering_ && !gone_) co_await beginClose();
   }
 
-  void launchHandler() {
+  Task<void> runExchange() {
+    headDoneAt_ = SteadyClock::now();
     auto& req = parser_->get();
-    exchange_.emplace();
-    Exchange& ex = *exchange_;
-    ex.head.method = std::string(req.method_string());
+    Exchange ex;
+    buildHead(req, ex.head);
+    keepAlive_ = req.keep_alive() && !draining_;
+    isHead_ = req.method() == http::verb::head;
+    expectsContinue_ = false;
+    if (auto it = req.find(http::field::expect); it != req.end())
+      expectsContinue_ = equalsIgnoreCase(it->value(), "100-continue");
+    bodyRead_ = false;
+    bodyComplete_ = parser_->is_done();  // no body at all
+    ex.bodySource = bodyComplete_ ? nullptr : this;
+    ex.response = this;
+    started_ = finished_ = chunked_ = false;
+    exchangeActive_ = true;
+    registration_.exchangeStarted();
+    try {
+      co_await handler_(ex);
+    } catch (const std::exception&) {
+      // Cancellation after the client left, or a bug: answered below.
+    }
+    registration_.exchangeEnded();
+    co_await completeResponse(ex);
+    exchangeActive_ = false;
+    // An unread (or half-read) body stands between us and the next request.
+    if (!bodyComplete_) keepAlive_ = false;
+    parser_.reset();
+  }
+
+  void buildHead(const Parser::value_type& req, RequestHead& head) {
+    head.method = std::string(req.method_string());
     std::string_view target = req.target();
     std::size_t q = target.find('?');
-    ex.head.path = std::string(target.substr(0, q));
-    if (q != std::string_view::npos) ex.head.query = std::string(target.substr(q + 1));
-    ex.head.headers.reserve(std::distance(req.begin(), req.end()));
+    head.path = std::string(target.substr(0, q));
+    if (q != std::string_view::npos) head.query = std::string(target.substr(q + 1));
+    head.headers.reserve(std::distance(req.begin(), req.end()));
     // Fields the Connection header names belong to this hop too (RFC 9110 §7.6.1).
     std::string_view connection;
     if (auto it = req.find(http::field::connection); it != req.end()) connection = it->value();
@@ -361,162 +376,246 @@ class H1Session final : public ResponseSink,
       }
       std::string_view name = f.name_string();
       if (!connection.empty() && listsToken(connection, name)) continue;
-      ex.head.headers.add(name, f.value());
+      head.headers.add(name, f.value());
     }
-    ex.head.protocol = Protocol::kHttp1;
-    ex.head.tls = config_->tls;
-    ex.head.peer = peer_;
-    keepAlive_ = req.keep_alive() && !draining_;
-    isHead_ = req.method() == http::verb::head;
-    ex.body = std::move(req.body());
-    ex.response = this;
-    parser_.reset();
-    started_ = finished_ = chunked_ = false;
-    handlerRunning_ = true;
-    // A signal per exchange, kept alive by the spawn's completion: the
-    // coroutine's cancellation state lives in it until the spawn completes,
-    // which is after a pipelined next request may have replaced cancel_.
-    cancel_ = std::make_shared<asio::cancellation_signal>();
-    asio::co_spawn(
-        stream_.get_executor(), this->shared_from_this()->runHandler(),
-        asio::bind_cancellation_slot(cancel_->slot(), [sig = cancel_](std::exception_ptr) {}));
-  }
-
-  Task<void> runHandler() {
-    auto self = this->shared_from_this();
-    registration_.exchangeStarted();
-    try {
-      co_await handler_(*exchange_);
-    } catch (const std::exception&) {
-      // Cancellation after the client left, or a bug: answered below.
-    }
-    registration_.exchangeEnded();
-    co_await completeResponse();
-    exchange_.reset();
-    handlerRunning_ = false;
-    if (!closing_) setDeadline(SteadyClock::now() + config_->idleTimeout);
-    notifyHandlerDone();
-    // The reader may be parked in a read while a complete pipelined request is
-    // already buffered: parse it from here.
-    if (!closing_ && buffer_.size() > 0 && !gone_) {
-      co_await parseBuffered();
-    }
-    if (closing_ && !gone_ && !lingering_) co_await beginClose();
+    head.protocol = Protocol::kHttp1;
+    head.tls = config_->tls;
+    head.peer = peer_;
   }
 
   // Whatever the handler left undone, the connection must end in a valid state.
-  Task<void> completeResponse() {
-    if (gone_) {
-      closing_ = true;
-      co_return;
-    }
+  Task<void> completeResponse(const Exchange& ex) {
+    if (gone_ || peerGone_) co_return;
     if (!started_) {
-      ResponseHead head;
-      head.status = 500;
-      head.headers.add("content-type", "application/json");
-      head.headers.add("x-request-id", requestIdFrom(exchange_->head.headers.get("x-request-id")));
-      std::string body = openAiErrorJson("the gateway failed to produce a response", "server_error",
-                                         "internal_error");
+      ResponseHead head = sessionErrorHead(500, ex.head.headers.get("x-request-id"));
+      std::string body = openAiErrorJson("the gateway failed to produce a response",
+                                         "server_error", "internal_error");
       co_await respond(std::move(head), std::move(body));
     } else if (!finished_) {
       abort();  // a truncated body must not look complete
     }
-    if (!keepAlive_ || draining_) closing_ = true;
   }
 
-  Task<void> waitHandlerDone() {
-    asio::steady_timer waiter(stream_.get_executor(), SteadyClock::time_point::max());
-    doneWaiter_ = &waiter;
-    co_await waiter.async_wait(kTuple);
-    doneWaiter_ = nullptr;
+  BodyResult bodyTooLarge() {
+    countLimit(Limit::kMaxRequestBytes);
+    return BodyResult{BodyStatus::kTooLarge, bodyTooLargeMessage()};
   }
 
-  void notifyHandlerDone() {
-    if (doneWaiter_) doneWaiter_->cancel();
+  std::string bodyTooLargeMessage() const {
+    return "request body exceeds the limit of " + std::to_string(config_->maxRequestBytes) +
+           " bytes (server.max_request_bytes)";
   }
+
+  std::string serializeHead(const ResponseHead& head, std::size_t contentLength, bool streamed) {
+    // The body was not read whole: the next request cannot be found, so this
+    // answer is the connection's last.
+    if (exchangeActive_ && !bodyComplete_) keepAlive_ = false;
+    std::string out;
+    out.reserve(256 + head.headers.size() * 48);
+    out.append("HTTP/1.1 ");
+    out.append(std::to_string(head.status));
+    out.push_back(' ');
+    out.append(reasonPhrase(head.status));
+    out.append("\r\n");
+    for (const HeaderField& f : head.headers) {
+      if (isHopByHopHeader(f.name) || f.name == "content-length") continue;
+      out.append(f.name).append(": ").append(f.value).append("\r\n");
+    }
+    if (streamed) {
+      if (chunked_) out.append("transfer-encoding: chunked\r\n");
+    } else if (head.status >= 200 && head.status != 204 && head.status != 304) {
+      out.append("content-length: ").append(std::to_string(contentLength)).append("\r\n");
+    }
+    if (!keepAlive_ || draining_) out.append("connection: close\r\n");
+    out.append("\r\n");
+    return out;
+  }
+
+  // `buffers` is a named object of the caller's frame (never a temporary in the
+  // co_await expression: GCC 12 mishandles those).
+  template <class Buffers>
+  Task<bool> writeAll(const Buffers& buffers) {
+    if (closed_) {
+      gone_ = true;
+      co_return false;
+    }
+    // A caller that stops reading must not hold its exchange (and the upstream
+    // slot behind it) for ever: the watchdog resets a write stuck this long.
+    writeDeadline_ = SteadyClock::now() + config_->idleTimeout;
+    ++writesPending_;
+    auto [ec, n] = co_await asio::async_write(stream_, buffers, kTuple);
+    --writesPending_;
+    if (ec) {
+      gone_ = true;
+      co_return false;
+    }
+    co_return true;
+  }
+
+  // Input -------------------------------------------------------------------
+
+  Task<void> reader() {
+    auto self = this->shared_from_this();
+    while (!closed_) {
+      if (inbox_.size() >= readAhead_ && !lingering_) {
+        // The parser is behind (a handler is running): wait for it to take bytes.
+        roomWake_.expires_at(SteadyClock::time_point::max());
+        roomWaiting_ = true;
+        co_await roomWake_.async_wait(kTuple);
+        roomWaiting_ = false;
+        continue;
+      }
+      auto [ec, n] = co_await readSome();
+      if (ec) break;
+      if (lingering_) {
+        inbox_.consume(inbox_.size());
+        continue;
+      }
+      if (n > 0) wakeInputWaiter();
+    }
+    // The client is gone (or we closed). A running handler learns it now.
+    peerGone_ = true;
+    if (exchangeActive_ && !finished_) cancel_->emit(asio::cancellation_type::terminal);
+    wakeInputWaiter();
+    if (serveDone_) closeNow();
+  }
+
+  // One read. On plaintext it waits for readiness first and then reads
+  // without blocking: a speculative read while a response is in progress
+  // would almost always be an EAGAIN, i.e. one wasted system call per request.
+  Task<std::tuple<boost::system::error_code, std::size_t>> readSome() {
+    if constexpr (std::is_same_v<Stream, tcp::socket>) {
+      auto [wec] = co_await stream_.async_wait(tcp::socket::wait_read, kTuple);
+      if (wec) co_return std::tuple{wec, std::size_t{0}};
+      boost::system::error_code ec;
+      std::size_t n = stream_.read_some(inbox_.prepare(kReadChunk), ec);
+      if (ec == asio::error::would_block || ec == asio::error::try_again) ec = {};
+      if (!ec) inbox_.commit(n);
+      co_return std::tuple{ec, n};
+    } else {
+      // Into a buffer of our own: while this read is pending, the parser may
+      // consume inbox_, which would move the region a read into
+      // inbox_.prepare() was given.
+      auto [ec, n] = co_await stream_.async_read_some(asio::buffer(tlsScratch_), kTuple);
+      if (!ec) {
+        auto dest = inbox_.prepare(n);
+        std::memcpy(dest.data(), tlsScratch_.data(), n);
+        inbox_.commit(n);
+      }
+      co_return std::tuple{ec, n};
+    }
+  }
+
+  // Waits until the reader brings something (bytes, EOF) or `deadline`
+  // passes. False when the deadline passed. The caller checks its condition
+  // before every wait, so a wake-up given while nobody waited is not lost.
+  Task<bool> waitInput(SteadyClock::time_point deadline) {
+    if (SteadyClock::now() >= deadline) co_return false;
+    inputWake_.expires_at(deadline);
+    inputWaiting_ = true;
+    auto [ec] = co_await inputWake_.async_wait(kTuple);
+    inputWaiting_ = false;
+    co_return static_cast<bool>(ec);  // cancelled = woken (or the caller left)
+  }
+
+  void wakeInputWaiter() {
+    if (inputWaiting_) inputWake_.cancel();
+  }
+  void wakeReader() {
+    if (roomWaiting_) roomWake_.cancel();
+  }
+  void wakeAll() {
+    wakeInputWaiter();
+    wakeReader();
+    watchdogTimer_.cancel();
+  }
+
+  // Closing -------------------------------------------------------------------
 
   // Half-close our side and keep draining until the client closes or the
-  // linger timeout passes.
-  Task<void> beginClose() {
+  // linger timeout passes (so that a reset does not destroy our last answer).
+  void beginLinger() {
+    if (closed_ || lingering_) return;
     lingering_ = true;
     // On TLS this skips close_notify: the response framing already told the
     // client where the body ends.
     boost::system::error_code ec;
     lowestLayer(stream_).shutdown(tcp::socket::shutdown_send, ec);
-    setDeadline(SteadyClock::now() + kLingerTimeout);
-    co_return;
+    inbox_.consume(inbox_.size());
+    lingerDeadline_ = SteadyClock::now() + kLingerTimeout;
+    wakeReader();
+    if (lingerDeadline_ < watchdogTimer_.expiry()) watchdogTimer_.expires_at(lingerDeadline_);
   }
 
   void closeNow() {
+    if (closed_ && lowestLayer(stream_).is_open() == false) return;
     closed_ = true;
     boost::system::error_code ec;
     lowestLayer(stream_).close(ec);
-    timer_.cancel();
+    wakeAll();
   }
 
-  // Timeouts ---------------------------------------------------------------
-
-  void setDeadline(SteadyClock::time_point when) {
-    deadline_ = when;
-    if (when < timer_.expiry()) timer_.expires_at(when);  // wakes the watchdog
-  }
-
+  // Resets a write the caller has not taken within idle_timeout_ms, and
+  // closes a lingering connection at the linger deadline.
   Task<void> watchdog() {
     auto self = this->shared_from_this();
-    timer_.expires_at(deadline_);
     while (!closed_) {
-      co_await timer_.async_wait(kTuple);
-      if (closed_) break;
       auto now = SteadyClock::now();
-      if (handlerRunning_) {  // a long stream is not idle, but a stuck write is
-        if (writesPending_ > 0 && now >= writeDeadline_) {
-          abort();  // the caller has not taken a byte for idle_timeout_ms
-          continue;
-        }
-        timer_.expires_at(
-            now + (writesPending_ > 0
-                       ? std::min<SteadyClock::duration>(config_->idleTimeout, writeDeadline_ - now)
-                       : config_->idleTimeout));
-        continue;
+      if (writesPending_ > 0 && now >= writeDeadline_) {
+        countLimit(Limit::kWriteStall);
+        abort();
+        break;
       }
-      if (now < deadline_) {
-        timer_.expires_at(deadline_);
-        continue;
+      if (lingering_ && now >= lingerDeadline_) {
+        closeNow();
+        break;
       }
-      // Deadline passed: idle keep-alive, a slow request head, or lingering.
-      closeNow();
-      break;
+      auto next = writesPending_ > 0 ? writeDeadline_ : now + config_->idleTimeout;
+      if (lingering_) next = std::min(next, lingerDeadline_);
+      watchdogTimer_.expires_at(next);
+      co_await watchdogTimer_.async_wait(kTuple);
     }
   }
 
   Stream stream_;
   std::shared_ptr<const SessionConfig> config_;
+  std::shared_ptr<void> slot_;
   Handler handler_;
-  asio::steady_timer timer_;
+  asio::steady_timer inputWake_;      // the reader wakes a waiting head/body parse
+  asio::steady_timer roomWake_;       // the parser wakes a reader paused at readAhead_
+  asio::steady_timer watchdogTimer_;  // write stalls and the linger deadline
   Registration registration_;
-  boost::beast::flat_buffer buffer_;
+  std::shared_ptr<asio::cancellation_signal> cancel_ =
+      std::make_shared<asio::cancellation_signal>();
+  boost::beast::flat_buffer inbox_;
   std::array<char, kReadChunk> tlsScratch_;  // TLS reads land here first (see readSome)
   std::optional<Parser> parser_;
-  std::optional<Exchange> exchange_;
-  std::shared_ptr<asio::cancellation_signal> cancel_;
-  asio::steady_timer* doneWaiter_ = nullptr;
-  SteadyClock::time_point deadline_{};
   std::string peer_;
-  bool handlerRunning_ = false;
+  SteadyClock::time_point acceptedAt_;
+  SteadyClock::time_point headDoneAt_{};
+  SteadyClock::time_point writeDeadline_{};
+  SteadyClock::time_point lingerDeadline_{};
+  const std::size_t readAhead_;
+  int writesPending_ = 0;
+  // Connection state.
   bool keepAlive_ = true;
+  bool draining_ = false;
+  bool peerGone_ = false;  // the reader saw EOF or an error
+  bool gone_ = false;      // a write failed, or we aborted
+  bool lingering_ = false;
+  bool closed_ = false;
+  bool serveDone_ = false;
+  bool inputWaiting_ = false;
+  bool roomWaiting_ = false;
+  // The exchange in progress.
+  bool exchangeActive_ = false;
   bool isHead_ = false;
+  bool expectsContinue_ = false;
+  bool bodyRead_ = false;      // readAll() was called
+  bool bodyComplete_ = false;  // the parser has the whole body (or there was none)
   bool started_ = false;
   bool finished_ = false;
   bool chunked_ = false;
-  bool gone_ = false;
-  bool closing_ = false;
-  bool lingering_ = false;
-  bool closed_ = false;
-  bool sentContinue_ = false;
-  bool parsing_ = false;
-  bool draining_ = false;
-  int writesPending_ = 0;
-  SteadyClock::time_point writeDeadline_{};
 };
 
 }  // namespace

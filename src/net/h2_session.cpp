@@ -3,17 +3,34 @@
 // Shape (after nghttpx's shrpx_http2_upstream): one reader coroutine feeds
 // bytes to nghttp2_session_mem_recv; one writer coroutine drains
 // nghttp2_session_mem_send into the socket. nghttp2 callbacks only record what
-// happened (a request completed, a stream closed); the session acts on it after
-// mem_recv returns — nothing calls into nghttp2 from inside its own callbacks.
+// happened (a request head arrived, DATA, a stream closed); the session acts
+// on it after mem_recv returns — nothing calls into nghttp2 from inside its
+// own callbacks.
 //
-// Each complete request becomes an Exchange whose handler runs as its own
-// coroutine with its own cancellation slot; RST_STREAM from the client cancels
-// that handler only. Response bodies go through a per-stream buffer behind a
-// deferred data provider: the handler's write() appends and resumes the
-// provider, and waits while the buffer is above its high-water mark — which is
-// where a client's flow-control window becomes backpressure on the upstream
-// read. A stream stuck behind a closed window longer than the flush timeout is
-// reset.
+// A handler starts as soon as a request's HEADERS are complete, so the caller
+// is authenticated before its body is read; it asks for the body through the
+// stream's BodySource. Bounds (docs/configuration.md):
+//  - the decoded header list: max_header_bytes, advertised as
+//    SETTINGS_MAX_HEADER_LIST_SIZE and counted while HPACK decodes (431;
+//    far beyond it the stream is reset without decoding further);
+//  - request bodies: automatic WINDOW_UPDATE is off. A stream's window grows
+//    only as its handler takes the bytes, and the connection's window is
+//    max_connection_body_bytes, given back only when a stream's body leaves
+//    memory: whatever its stream count, a connection never holds more body
+//    bytes than that;
+//  - floods: control frames that carry no request (PING, SETTINGS, PRIORITY,
+//    RST_STREAM, empty DATA) draw from a per-connection allowance; a peer
+//    that exhausts it gets GOAWAY ENHANCE_YOUR_CALM (the rapid-reset attack,
+//    CVE-2023-44487, is one such flood). nghttp2's own limits (outbound ack
+//    queue, SETTINGS entries, CONTINUATION frames, reset rate) stay as a
+//    backstop;
+//  - time: a head must arrive whole within header_timeout_ms, a body within
+//    body_timeout_ms of its head, and a connection without streams closes
+//    after idle_timeout_ms.
+// Response bodies go through a per-stream buffer behind a deferred data
+// provider: the handler's write() appends and resumes the provider, and waits
+// while the buffer is above its high-water mark — which is where a client's
+// flow-control window becomes backpressure on the upstream read.
 #include <map>
 #include <optional>
 #include <vector>
@@ -29,6 +46,7 @@
 #include <nghttp2/nghttp2.h>
 
 #include "h2_stream.hpp"
+#include "relay/common/limits.hpp"
 #include "session_common.hpp"
 
 namespace relay::net {
@@ -37,6 +55,15 @@ namespace {
 constexpr auto kTuple = asio::as_tuple(asio::use_awaitable);
 constexpr std::size_t kReadChunk = 16 * 1024;
 constexpr std::size_t kWriteBatch = 64 * 1024;
+constexpr std::int32_t kMaxWindow = 2147483647;  // RFC 9113 §6.9.1
+// Frames that carry no request, allowed per connection: a burst, then this
+// many per second. An honest client sends a handful (SETTINGS and its ack, a
+// PING now and then, a RST_STREAM per cancelled request).
+constexpr double kControlBurst = 512;
+constexpr double kControlPerSecond = 64;
+// Past this many times max_header_bytes the stream is reset rather than
+// decoded to the end (the HPACK state still is).
+constexpr std::uint64_t kHeaderResetFactor = 4;
 
 template <class Stream>
 class H2Session final : public H2Connection,
@@ -47,11 +74,14 @@ class H2Session final : public H2Connection,
       : stream_(std::move(stream)),
         initial_(std::move(initial)),
         config_(std::move(context.config)),
+        slot_(std::move(context.slot)),
         handler_(std::move(handler)),
         writerWake_(stream_.get_executor()),
         idleTimer_(stream_.get_executor()),
         registration_(context.registry, this) {
     peer_ = peerAddress(lowestLayer(stream_));
+    connectionWindow_ = static_cast<std::int32_t>(
+        std::min<std::uint64_t>(config_->maxConnectionBodyBytes, kMaxWindow));
   }
 
   ~H2Session() override {
@@ -90,6 +120,18 @@ class H2Session final : public H2Connection,
   }
   asio::any_io_executor executor() override { return stream_.get_executor(); }
   std::chrono::milliseconds flushTimeout() const override { return config_->idleTimeout; }
+  std::uint64_t maxRequestBytes() const override { return config_->maxRequestBytes; }
+  std::chrono::milliseconds bodyTimeout() const override { return config_->bodyTimeout; }
+
+  void bodyWanted(std::int32_t id) override {
+    H2Stream* st = find(id);
+    if (!st || st->closed) return;
+    if (st->unconsumed > 0) {
+      nghttp2_session_consume_stream(session_, id, st->unconsumed);
+      st->unconsumed = 0;
+      wakeWriter();
+    }
+  }
 
  private:
   using Streams = std::map<std::int32_t, std::unique_ptr<H2Stream>>;
@@ -102,7 +144,22 @@ class H2Session final : public H2Connection,
     nghttp2_session_callbacks_set_on_frame_recv_callback(cb, &H2Session::onFrameRecv);
     nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, &H2Session::onDataChunk);
     nghttp2_session_callbacks_set_on_stream_close_callback(cb, &H2Session::onStreamClose);
-    int rv = nghttp2_session_server_new(&session_, cb, this);
+    nghttp2_session_callbacks_set_on_frame_send_callback(cb, &H2Session::onFrameSend);
+    nghttp2_option* opt = nullptr;
+    if (nghttp2_option_new(&opt) != 0) {
+      nghttp2_session_callbacks_del(cb);
+      return false;
+    }
+    // Windows grow as bodies are consumed (see the top of this file).
+    nghttp2_option_set_no_auto_window_update(opt, 1);
+    // Backstops behind our own flood allowance: a reset rate well above it,
+    // and nghttp2's defaults for the rest, stated so they are not left to chance.
+    nghttp2_option_set_stream_reset_rate_limit(opt, 4096, 256);
+    nghttp2_option_set_max_continuations(opt, 8);
+    nghttp2_option_set_max_outbound_ack(opt, 1000);
+    nghttp2_option_set_max_settings(opt, 32);
+    int rv = nghttp2_session_server_new2(&session_, cb, this, opt);
+    nghttp2_option_del(opt);
     nghttp2_session_callbacks_del(cb);
     if (rv != 0) return false;
     const auto& h2 = config_->http2;
@@ -110,13 +167,16 @@ class H2Session final : public H2Connection,
         {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, h2.maxConcurrentStreams},
         {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, h2.initialWindowBytes},
         {NGHTTP2_SETTINGS_ENABLE_PUSH, 0},
+        {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, config_->maxHeaderBytes},
     };
     if (nghttp2_submit_settings(session_, NGHTTP2_FLAG_NONE, settings, std::size(settings)) != 0)
       return false;
-    // Let the connection-level window match the streams' so that one large
-    // upload does not stall every other stream.
-    nghttp2_session_set_local_window_size(session_, NGHTTP2_FLAG_NONE, 0,
-                                          static_cast<std::int32_t>(h2.initialWindowBytes) * 4);
+    // The connection's window is the memory it may hold in request bodies.
+    if (nghttp2_session_set_local_window_size(session_, NGHTTP2_FLAG_NONE, 0, connectionWindow_) !=
+        0)
+      return false;
+    controlAllowance_ = kControlBurst;
+    controlRefilledAt_ = SteadyClock::now();
     return true;
   }
 
@@ -138,8 +198,20 @@ class H2Session final : public H2Connection,
   static int onHeader(nghttp2_session*, const nghttp2_frame* frame, const std::uint8_t* name,
                       std::size_t namelen, const std::uint8_t* value, std::size_t valuelen,
                       std::uint8_t, void* user) {
-    H2Stream* st = self(user).find(frame->hd.stream_id);
-    if (!st || st->requestComplete) return 0;  // trailers are ignored
+    H2Session& s = self(user);
+    H2Stream* st = s.find(frame->hd.stream_id);
+    // Trailers (a HEADERS frame after the head) are not part of the request
+    // the pipeline sees: they are dropped.
+    if (!st || st->headDone) return 0;
+    // RFC 7541 §4.1 sizes, as SETTINGS_MAX_HEADER_LIST_SIZE counts them.
+    st->headerBytes += namelen + valuelen + 32;
+    if (st->headerBytes > s.config_->maxHeaderBytes) {
+      st->headersTooLarge = true;
+      if (st->headerBytes > kHeaderResetFactor * s.config_->maxHeaderBytes) {
+        return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;  // RST_STREAM; HPACK decoding goes on
+      }
+      return 0;  // counted, never stored
+    }
     std::string_view n(reinterpret_cast<const char*>(name), namelen);
     std::string_view v(reinterpret_cast<const char*>(value), valuelen);
     RequestHead& head = st->exchange.head;
@@ -157,7 +229,8 @@ class H2Session final : public H2Connection,
       std::uint64_t len = 0;
       for (char c : v)
         len = len * 10 + static_cast<unsigned>(c - '0');  // nghttp2 validated it
-      if (len > self(user).config_->maxRequestBytes) st->tooLarge = true;
+      st->declaredLength = len;
+      st->hasDeclaredLength = true;
     } else if (!isHopByHopHeader(n)) {
       head.headers.add(n, v);
     }
@@ -168,30 +241,53 @@ class H2Session final : public H2Connection,
                          std::size_t len, void* user) {
     H2Session& s = self(user);
     H2Stream* st = s.find(id);
-    if (!st || st->tooLarge) return 0;
-    if (st->exchange.body.size() + len > s.config_->maxRequestBytes) {
-      st->tooLarge = true;
-      st->exchange.body.clear();
-      s.events_.push_back(id);  // answered with 413 at once, before the rest arrives
+    if (!st) {
+      s.consumeLater(id, len, len);
       return 0;
     }
-    st->exchange.body.append(reinterpret_cast<const char*>(data), len);
+    bool wasTooLarge = st->tooLarge();
+    if (st->takeData(data, len)) {
+      st->held += len;
+      s.connHeld_ += len;
+      s.owed_ += len;
+      if (st->wantsBody) {
+        s.consumeLater(id, len, 0);
+      } else {
+        st->unconsumed += len;
+      }
+    } else {
+      s.consumeLater(id, len, len);  // dropped at once: its window is free again
+      if (st->tooLarge() && !wasTooLarge) s.release(*st);
+    }
     return 0;
   }
 
   static int onFrameRecv(nghttp2_session*, const nghttp2_frame* frame, void* user) {
     H2Session& s = self(user);
-    if ((frame->hd.type == NGHTTP2_HEADERS || frame->hd.type == NGHTTP2_DATA) &&
-        (frame->hd.flags & NGHTTP2_FLAG_END_STREAM)) {
-      H2Stream* st = s.find(frame->hd.stream_id);
-      if (st && !st->requestComplete) {
-        st->requestComplete = true;
-        s.events_.push_back(frame->hd.stream_id);
-      }
-    } else if (frame->hd.type == NGHTTP2_HEADERS && frame->headers.cat == NGHTTP2_HCAT_REQUEST) {
-      H2Stream* st = s.find(frame->hd.stream_id);
-      if (st && st->tooLarge) s.events_.push_back(frame->hd.stream_id);
+    switch (frame->hd.type) {
+      case NGHTTP2_PING:
+      case NGHTTP2_SETTINGS:
+        if (!(frame->hd.flags & NGHTTP2_FLAG_ACK)) s.controlFrame();
+        break;
+      case NGHTTP2_PRIORITY:
+      case NGHTTP2_RST_STREAM:
+        s.controlFrame();
+        break;
+      case NGHTTP2_DATA:
+        if (frame->hd.length == 0 && !(frame->hd.flags & NGHTTP2_FLAG_END_STREAM)) s.controlFrame();
+        break;
+      default:
+        break;
     }
+    if (frame->hd.type != NGHTTP2_HEADERS && frame->hd.type != NGHTTP2_DATA) return 0;
+    H2Stream* st = s.find(frame->hd.stream_id);
+    if (!st) return 0;
+    if (frame->hd.type == NGHTTP2_HEADERS && !st->headDone) {
+      st->headDone = true;
+      st->headAt = SteadyClock::now();
+      s.events_.push_back(st->id);  // launch (or reject) after mem_recv
+    }
+    if (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) st->requestEnded();
     return 0;
   }
 
@@ -200,8 +296,20 @@ class H2Session final : public H2Connection,
     auto it = s.streams_.find(id);
     if (it == s.streams_.end()) return 0;
     H2Stream& st = *it->second;
-    st.peerClosed(errorCode);  // wakes a waiting write; cancels a running handler
-    if (!st.handlerRunning) s.streams_.erase(it);  // nghttp2 no longer refers to it
+    st.peerClosed(errorCode);  // wakes a waiting write or body read; cancels a running handler
+    if (!st.handlerRunning) s.erase(it);  // nghttp2 no longer refers to it
+    return 0;
+  }
+
+  static int onFrameSend(nghttp2_session*, const nghttp2_frame* frame, void* user) {
+    // Our answer ended while the client may still be uploading: stop the
+    // upload (RFC 9113 §8.1) — after mem_send, never from here.
+    if ((frame->hd.type == NGHTTP2_HEADERS || frame->hd.type == NGHTTP2_DATA) &&
+        (frame->hd.flags & NGHTTP2_FLAG_END_STREAM)) {
+      H2Session& s = self(user);
+      H2Stream* st = s.find(frame->hd.stream_id);
+      if (st && !st->requestComplete) s.stopUploads_.push_back(st->id);
+    }
     return 0;
   }
 
@@ -210,21 +318,83 @@ class H2Session final : public H2Connection,
     return it == streams_.end() ? nullptr : it->second.get();
   }
 
+  // Flow control ------------------------------------------------------------
+
+  void consumeLater(std::int32_t id, std::size_t streamBytes, std::size_t connectionBytes) {
+    consumes_.push_back({id, streamBytes, connectionBytes});
+  }
+
+  // A stream's body leaves memory: its share of the connection window may
+  // come back.
+  void release(H2Stream& st) {
+    connHeld_ -= st.held;
+    st.held = 0;
+    st.unconsumed = 0;
+  }
+
+  // Also called from onStreamClose: the window is given back later
+  // (payOwedWindow), outside nghttp2's callbacks.
+  void erase(typename Streams::iterator it) {
+    release(*it->second);
+    streams_.erase(it);
+    wakeWriter();
+  }
+
+  // Gives back the connection window of bytes no longer held (owed_ counts
+  // bytes kept and not yet given back; connHeld_ those still in memory).
+  void payOwedWindow() {
+    if (owed_ <= connHeld_ || closed_) return;
+    std::uint64_t pay = owed_ - connHeld_;
+    if (nghttp2_session_consume_connection(session_, pay) == 0) {
+      owed_ -= pay;
+      wakeWriter();
+    }
+  }
+
+  void applyConsumes() {
+    for (const Consume& c : consumes_) {
+      if (c.connection > 0) nghttp2_session_consume_connection(session_, c.connection);
+      if (c.stream > 0) nghttp2_session_consume_stream(session_, c.id, c.stream);
+    }
+    consumes_.clear();
+    payOwedWindow();
+  }
+
+  // A frame that carries no request draws from the allowance.
+  void controlFrame() {
+    auto now = SteadyClock::now();
+    double elapsed = std::chrono::duration<double>(now - controlRefilledAt_).count();
+    controlRefilledAt_ = now;
+    controlAllowance_ = std::min(kControlBurst, controlAllowance_ + elapsed * kControlPerSecond);
+    controlAllowance_ -= 1;
+    if (controlAllowance_ < 0) flooded_ = true;
+  }
+
   // After mem_recv: act on what the callbacks recorded ------------------------
 
   void processEvents() {
+    applyConsumes();
     std::vector<std::int32_t> events;
     events.swap(events_);
     for (std::int32_t id : events) {
       H2Stream* st = find(id);
-      if (!st || st->handlerRunning || st->answered) continue;
-      if (st->tooLarge) {
-        st->answered = true;
-        st->rejectTooLarge(config_->maxRequestBytes);
-        continue;
+      if (!st || st->handlerRunning || st->answered || st->closed) continue;
+      if (st->headersTooLarge) {
+        countLimit(Limit::kMaxHeaderBytes);
+        st->reject(431,
+                   "request header fields exceed " + std::to_string(config_->maxHeaderBytes) +
+                       " bytes (server.max_header_bytes)",
+                   "headers_too_large");
+      } else if (st->hasDeclaredLength && st->declaredLength > config_->maxRequestBytes) {
+        countLimit(Limit::kMaxRequestBytes);
+        st->reject(413,
+                   "request body exceeds the limit of " +
+                       std::to_string(config_->maxRequestBytes) +
+                       " bytes (server.max_request_bytes)",
+                   "request_too_large");
+      } else {
+        launch(*st);
       }
-      if (!st->requestComplete) continue;
-      launch(*st);
     }
   }
 
@@ -232,6 +402,9 @@ class H2Session final : public H2Connection,
     st.handlerRunning = true;
     st.answered = true;
     st.exchange.response = &st;
+    // END_STREAM on the HEADERS frame: there is no body to read.
+    bool noBody = st.requestComplete && st.held == 0 && !st.tooLarge();
+    st.exchange.bodySource = noBody ? nullptr : &st;
     auto self = this->shared_from_this();
     // The stream is released only once the spawn has completed (handlerDone):
     // until then the coroutine's cancellation state lives in st.cancel.
@@ -243,10 +416,17 @@ class H2Session final : public H2Connection,
   }
 
   void handlerDone(std::int32_t id) {
-    H2Stream* st = find(id);
-    if (!st) return;
-    st->handlerRunning = false;
-    if (st->closed) streams_.erase(id);
+    auto it = streams_.find(id);
+    if (it == streams_.end()) return;
+    H2Stream& st = *it->second;
+    st.handlerRunning = false;
+    st.handlerFinished = true;
+    if (st.closed) {
+      erase(it);
+    } else if (!st.requestComplete) {
+      release(st);  // the body is nobody's any more
+      payOwedWindow();
+    }
   }
 
   Task<void> runHandler(std::int32_t id) {
@@ -288,8 +468,13 @@ class H2Session final : public H2Connection,
   // writer flush it before closing.
   bool feed(const char* data, std::size_t n) {
     ssize_t rv = nghttp2_session_mem_recv(session_, reinterpret_cast<const std::uint8_t*>(data), n);
-    if (rv < 0) {
-      nghttp2_session_terminate_session(session_, NGHTTP2_PROTOCOL_ERROR);
+    if (rv < 0 || flooded_) {
+      bool flood = flooded_ || rv == NGHTTP2_ERR_FLOODED;
+      countLimit(flood ? Limit::kHttp2Flood : Limit::kHttp2Protocol);
+      nghttp2_session_terminate_session(
+          session_, flood ? NGHTTP2_ENHANCE_YOUR_CALM : NGHTTP2_PROTOCOL_ERROR);
+      processEvents();
+      terminating_ = true;
       wakeWriter();
       return false;
     }
@@ -303,6 +488,7 @@ class H2Session final : public H2Connection,
     std::string out;
     while (!closed_) {
       writeRequested_ = false;
+      payOwedWindow();
       out.clear();
       while (out.size() < kWriteBatch) {
         const std::uint8_t* data = nullptr;
@@ -314,6 +500,7 @@ class H2Session final : public H2Connection,
         if (n == 0) break;
         out.append(reinterpret_cast<const char*>(data), static_cast<std::size_t>(n));
       }
+      stopUploads();
       if (!out.empty()) {
         writeStartedAt_ = SteadyClock::now();
         auto [ec, n] = co_await asio::async_write(stream_, asio::buffer(out), kTuple);
@@ -325,7 +512,7 @@ class H2Session final : public H2Connection,
         continue;
       }
       if ((!nghttp2_session_want_read(session_) && !nghttp2_session_want_write(session_)) ||
-          (draining_ && streams_.empty())) {
+          (draining_ && streams_.empty()) || (terminating_ && !nghttp2_session_want_write(session_))) {
         closeNow();  // GOAWAY sent and nothing left to do
         co_return;
       }
@@ -335,12 +522,23 @@ class H2Session final : public H2Connection,
     }
   }
 
-  // Closes a connection that has had no open stream for the idle timeout.
+  // RST_STREAM(NO_ERROR) for streams whose answer ended before their upload
+  // did (recorded by onFrameSend, so it follows their END_STREAM on the wire).
+  void stopUploads() {
+    for (std::int32_t id : stopUploads_) {
+      if (nghttp2_session_get_stream_remote_close(session_, id) == 0) {
+        nghttp2_submit_rst_stream(session_, NGHTTP2_FLAG_NONE, id, NGHTTP2_NO_ERROR);
+        writeRequested_ = true;
+      }
+    }
+    stopUploads_.clear();
+  }
+
   // Once per header_timeout (or idle_timeout if shorter): closes a connection
-  // idle for idle_timeout, resets streams whose request has not arrived whole
-  // within header_timeout (a slow-loris client), and closes a connection whose
-  // peer has not taken a byte of ours for idle_timeout (a write that never
-  // completes would also keep every RST_STREAM we queue from being sent).
+  // idle for idle_timeout, resets streams whose request head has not arrived
+  // whole within header_timeout (a slow-loris client), and closes a connection
+  // whose peer has not taken a byte of ours for idle_timeout (a write that
+  // never completes would also keep every RST_STREAM we queue from being sent).
   Task<void> idleWatch() {
     auto self = this->shared_from_this();
     lastActivity_ = SteadyClock::now();
@@ -351,12 +549,15 @@ class H2Session final : public H2Connection,
       if (closed_) break;
       const auto now = SteadyClock::now();
       if (writeStartedAt_ && now - *writeStartedAt_ >= config_->idleTimeout) {
+        countLimit(Limit::kWriteStall);
         connectionGone();
         break;
       }
       if (streams_.empty()) {
         if (now >= lastActivity_ + config_->idleTimeout) {
+          countLimit(Limit::kIdleTimeout);
           nghttp2_session_terminate_session(session_, NGHTTP2_NO_ERROR);
+          terminating_ = true;
           wakeWriter();
           break;
         }
@@ -365,8 +566,9 @@ class H2Session final : public H2Connection,
       lastActivity_ = now;
       bool reset = false;
       for (auto& [id, st] : streams_) {
-        if (!st->requestComplete && !st->answered && now - st->openedAt >= config_->headerTimeout) {
+        if (!st->headDone && !st->answered && now - st->openedAt >= config_->headerTimeout) {
           st->answered = true;  // never launched now
+          countLimit(Limit::kHeaderTimeout);
           nghttp2_submit_rst_stream(session_, NGHTTP2_FLAG_NONE, id, NGHTTP2_CANCEL);
           reset = true;
         }
@@ -390,9 +592,16 @@ class H2Session final : public H2Connection,
     idleTimer_.cancel();
   }
 
+  struct Consume {
+    std::int32_t id;
+    std::size_t stream;
+    std::size_t connection;
+  };
+
   Stream stream_;
   std::string initial_;
   std::shared_ptr<const SessionConfig> config_;
+  std::shared_ptr<void> slot_;
   Handler handler_;
   asio::steady_timer writerWake_;
   asio::steady_timer idleTimer_;
@@ -400,9 +609,18 @@ class H2Session final : public H2Connection,
   nghttp2_session* session_ = nullptr;
   Streams streams_;
   std::vector<std::int32_t> events_;
+  std::vector<std::int32_t> stopUploads_;
+  std::vector<Consume> consumes_;
   std::string peer_;
   SteadyClock::time_point lastActivity_{};
   std::optional<SteadyClock::time_point> writeStartedAt_;  // set while a write is in flight
+  std::int32_t connectionWindow_ = 65535;
+  std::uint64_t connHeld_ = 0;  // request-body bytes in memory, all streams
+  std::uint64_t owed_ = 0;      // kept bytes whose connection window is not given back yet
+  double controlAllowance_ = kControlBurst;
+  SteadyClock::time_point controlRefilledAt_{};
+  bool flooded_ = false;
+  bool terminating_ = false;
   bool writeRequested_ = false;
   bool closed_ = false;
   bool draining_ = false;

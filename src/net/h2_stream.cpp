@@ -7,7 +7,7 @@
 #include <boost/asio/use_awaitable.hpp>
 
 #include "relay/common/json_write.hpp"
-#include "relay/common/request_id.hpp"
+#include "relay/common/limits.hpp"
 #include "session_common.hpp"
 
 namespace relay::net {
@@ -30,7 +30,10 @@ bool hasBody(int status, std::string_view method) {
 }  // namespace
 
 H2Stream::H2Stream(H2Connection& connection, std::int32_t streamId)
-    : id(streamId), connection_(connection), drained_(connection.executor()) {}
+    : id(streamId),
+      connection_(connection),
+      drained_(connection.executor()),
+      bodyWake_(connection.executor()) {}
 
 bool H2Stream::submit(const ResponseHead& head, bool withBody, std::size_t contentLength) {
   std::string status = std::to_string(head.status);
@@ -85,6 +88,7 @@ Task<bool> H2Stream::write(std::string_view bytes) {
     auto [ec] = co_await drained_.async_wait(boost::asio::as_tuple(boost::asio::use_awaitable));
     waiting_ = false;
     if (!ec) {  // the client kept its window shut for the whole flush timeout
+      countLimit(Limit::kWriteStall);
       abort();
       co_return false;
     }
@@ -139,10 +143,81 @@ ssize_t H2Stream::readBody(nghttp2_session*, std::int32_t, std::uint8_t* buf, st
   return static_cast<ssize_t>(n);
 }
 
+// Request body ----------------------------------------------------------------
+
+bool H2Stream::takeData(const std::uint8_t* data, std::size_t len) {
+  // Kept only for a handler that runs (or is about to): a rejected stream's
+  // or a finished handler's bytes are nobody's.
+  if (!headDone || rejected || handlerFinished || tooLarge_) return false;
+  if (received_.size() + len > connection_.maxRequestBytes()) {
+    tooLarge_ = true;
+    countLimit(Limit::kMaxRequestBytes);
+    received_.clear();
+    received_.shrink_to_fit();
+    wakeBodyReader();
+    return false;
+  }
+  received_.append(reinterpret_cast<const char*>(data), len);
+  wakeBodyReader();
+  return true;
+}
+
+void H2Stream::requestEnded() {
+  requestComplete = true;
+  wakeBodyReader();
+}
+
+void H2Stream::wakeBodyReader() {
+  if (bodyWaiting_) bodyWake_.cancel();
+}
+
+Task<BodyResult> H2Stream::readAll(std::string& out) {
+  if (!wantsBody) {
+    wantsBody = true;
+    connection_.bodyWanted(id);
+  }
+  const auto deadline = headAt + connection_.bodyTimeout();
+  for (;;) {
+    if (tooLarge_) {
+      co_return BodyResult{BodyStatus::kTooLarge,
+                           "request body exceeds the limit of " +
+                               std::to_string(connection_.maxRequestBytes()) +
+                               " bytes (server.max_request_bytes)"};
+    }
+    if (requestComplete) break;
+    if (closed) co_return BodyResult{BodyStatus::kGone, {}};
+    if (std::chrono::steady_clock::now() >= deadline) {
+      countLimit(Limit::kBodyTimeout);
+      co_return BodyResult{BodyStatus::kTimeout,
+                           "the request body did not arrive within " +
+                               std::to_string(connection_.bodyTimeout().count()) +
+                               " ms of its head (server.body_timeout_ms)"};
+    }
+    bodyWake_.expires_at(deadline);
+    bodyWaiting_ = true;
+    co_await bodyWake_.async_wait(boost::asio::as_tuple(boost::asio::use_awaitable));
+    bodyWaiting_ = false;
+  }
+  if (hasDeclaredLength && received_.size() != declaredLength) {
+    co_return BodyResult{BodyStatus::kMalformed,
+                         "the request body's length differs from its content-length"};
+  }
+  if (out.empty()) {
+    out = std::move(received_);
+  } else {
+    out.append(received_);
+  }
+  received_.clear();
+  co_return BodyResult{};
+}
+
+// Ends ------------------------------------------------------------------------
+
 void H2Stream::peerClosed(std::uint32_t errorCode) {
   if (closed) return;
   closed = true;
   if (waiting_) drained_.cancel();
+  wakeBodyReader();
   // A stream closed after our whole response went out is simply done; only an
   // unfinished one means the client gave up (RST_STREAM, connection lost).
   if (handlerRunning &&
@@ -153,10 +228,7 @@ void H2Stream::peerClosed(std::uint32_t errorCode) {
 void H2Stream::completeAfterHandler() {
   if (closed) return;
   if (!started_) {
-    ResponseHead head;
-    head.status = 500;
-    head.headers.add("content-type", "application/json");
-    head.headers.add("x-request-id", requestIdFrom(exchange.head.headers.get("x-request-id")));
+    ResponseHead head = sessionErrorHead(500, exchange.head.headers.get("x-request-id"));
     std::string body = openAiErrorJson("the gateway failed to produce a response", "server_error",
                                        "internal_error");
     started_ = true;
@@ -169,14 +241,11 @@ void H2Stream::completeAfterHandler() {
   }
 }
 
-void H2Stream::rejectTooLarge(std::uint64_t limit) {
-  ResponseHead head;
-  head.status = 413;
-  head.headers.add("content-type", "application/json");
-  head.headers.add("x-request-id", requestIdFrom(exchange.head.headers.get("x-request-id")));
-  std::string body = openAiErrorJson("request body exceeds the limit of " + std::to_string(limit) +
-                                         " bytes (server.max_request_bytes)",
-                                     "invalid_request_error", "request_too_large");
+void H2Stream::reject(int status, std::string message, std::string_view code) {
+  ResponseHead head = sessionErrorHead(status, exchange.head.headers.get("x-request-id"));
+  std::string body = sessionErrorBody(message, code);
+  answered = true;
+  rejected = true;
   started_ = true;
   bodyDone_ = true;
   std::size_t length = body.size();

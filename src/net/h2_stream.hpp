@@ -1,5 +1,6 @@
 // One HTTP/2 stream as the pipeline sees it: a ResponseSink over a deferred
-// nghttp2 data provider (private to net/).
+// nghttp2 data provider, and a BodySource over the DATA the connection hands
+// it (private to net/).
 #pragma once
 
 #include <chrono>
@@ -26,9 +27,14 @@ class H2Connection {
   virtual boost::asio::any_io_executor executor() = 0;
   // How long a write may wait for the client to open its window.
   virtual std::chrono::milliseconds flushTimeout() const = 0;
+  // The handler of stream `id` wants its body: grow the stream's window by
+  // what it already holds and by whatever arrives from now on.
+  virtual void bodyWanted(std::int32_t id) = 0;
+  virtual std::uint64_t maxRequestBytes() const = 0;
+  virtual std::chrono::milliseconds bodyTimeout() const = 0;
 };
 
-class H2Stream final : public ResponseSink {
+class H2Stream final : public ResponseSink, public BodySource {
  public:
   H2Stream(H2Connection& connection, std::int32_t id);
 
@@ -41,14 +47,26 @@ class H2Stream final : public ResponseSink {
   bool started() const override { return started_; }
   bool clientGone() const override { return closed; }
 
+  // BodySource: waits for END_STREAM (or the cap, the body timeout, a reset).
+  Task<BodyResult> readAll(std::string& out) override;
+
+  // The connection hands over DATA of this stream (inside mem_recv; records
+  // only). Returns false when the bytes are not kept (over the cap, or the
+  // stream no longer wants them): the connection then frees their window at once.
+  bool takeData(const std::uint8_t* data, std::size_t len);
+  bool tooLarge() const { return tooLarge_; }
+  // END_STREAM from the client (inside mem_recv; records only).
+  void requestEnded();
+
   // The peer closed or reset the stream, or the connection is gone: wake a
-  // waiting write and cancel the handler (terminal, so its upstream read ends).
+  // waiting write or body read and cancel the handler (terminal, so its
+  // upstream read ends).
   void peerClosed(std::uint32_t errorCode);
   // After the handler returned: a response it never started becomes a 500, a
   // body it never finished becomes RST_STREAM (a truncation must not look whole).
   void completeAfterHandler();
-  // 413 for a body over the cap, then RST_STREAM(NO_ERROR) to stop the upload.
-  void rejectTooLarge(std::uint64_t limit);
+  // A response of the session's own (413, 431) to a request no handler saw.
+  void reject(int status, std::string message, std::string_view code);
 
   const std::int32_t id;
   Exchange exchange;
@@ -58,26 +76,41 @@ class H2Stream final : public ResponseSink {
   std::shared_ptr<boost::asio::cancellation_signal> cancel =
       std::make_shared<boost::asio::cancellation_signal>();
   std::chrono::steady_clock::time_point openedAt = std::chrono::steady_clock::now();
-  bool requestComplete = false;
-  bool tooLarge = false;
-  bool answered = false;  // a handler was launched or a rejection sent
+  std::chrono::steady_clock::time_point headAt{};
+  std::uint64_t headerBytes = 0;  // decoded header list size (RFC 7541 §4.1 sizes)
+  std::uint64_t declaredLength = 0;
+  bool hasDeclaredLength = false;
+  bool headDone = false;          // the request HEADERS (and CONTINUATIONs) arrived
+  bool headersTooLarge = false;   // over max_header_bytes: answered 431, never launched
+  bool requestComplete = false;   // END_STREAM received
+  bool answered = false;          // a handler was launched or a rejection sent
   bool handlerRunning = false;
-  bool closed = false;  // nghttp2 closed the stream
+  bool handlerFinished = false;
+  bool rejected = false;          // answered by the session itself (413, 431)
+  bool closed = false;            // nghttp2 closed the stream
+  std::uint64_t held = 0;         // body bytes kept in memory (counted by the connection)
+  std::uint64_t unconsumed = 0;   // held bytes whose stream window was not yet given back
+  bool wantsBody = false;         // readAll() was called: grow the window as bytes arrive
 
  private:
   static ssize_t readBody(nghttp2_session*, std::int32_t, std::uint8_t* buf, std::size_t length,
                           std::uint32_t* flags, nghttp2_data_source* source, void*);
   bool submit(const ResponseHead& head, bool withBody, std::size_t contentLength);
   void resume();
+  void wakeBodyReader();
 
   H2Connection& connection_;
   std::string pending_;  // response bytes nghttp2 has not taken yet
   std::size_t pendingOffset_ = 0;
+  std::string received_;  // request body bytes so far
+  bool tooLarge_ = false;
   bool started_ = false;
   bool bodyDone_ = false;              // finish() called: EOF once pending_ drains
   bool deferred_ = false;              // the data provider returned NGHTTP2_ERR_DEFERRED
   boost::asio::steady_timer drained_;  // a write waiting below high water
   bool waiting_ = false;
+  boost::asio::steady_timer bodyWake_;  // readAll() waiting for DATA
+  bool bodyWaiting_ = false;
 };
 
 }  // namespace relay::net

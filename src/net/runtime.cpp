@@ -18,7 +18,9 @@
 #include <boost/asio/use_awaitable.hpp>
 
 #include "relay/common/cpu.hpp"
+#include "relay/common/limits.hpp"
 #include "relay/net/server.hpp"
+#include "connection_limits.hpp"
 #include "session_common.hpp"
 #include "tls_context.hpp"
 
@@ -45,7 +47,10 @@ std::shared_ptr<bool> closeOnTimeout(asio::steady_timer& timer, tcp::socket& soc
   auto done = std::make_shared<bool>(false);
   timer.expires_after(after);
   timer.async_wait([&socket, done](boost::system::error_code ec) {
-    if (!ec && !*done) socket.close(ec);
+    if (!ec && !*done) {
+      countLimit(Limit::kHeaderTimeout);
+      socket.close(ec);
+    }
   });
   return done;
 }
@@ -123,9 +128,11 @@ struct Runtime::Impl {
   std::vector<std::shared_ptr<tcp::acceptor>> acceptors;
   std::vector<std::unique_ptr<SessionRegistry>> registries;  // one per worker
   std::map<std::string, std::shared_ptr<TlsSlot>> tlsSlots;  // by configured address
+  std::map<std::string, std::shared_ptr<ConnectionLimits>> connectionLimits;  // by group
 
   Task<void> acceptLoop(std::shared_ptr<tcp::acceptor> acceptor, SessionContext context,
-                        std::shared_ptr<TlsSlot> tls, Handler handler) {
+                        std::shared_ptr<TlsSlot> tls, std::shared_ptr<ConnectionLimits> limits,
+                        Handler handler) {
     auto executor = acceptor->get_executor();
     for (;;) {
       auto [ec, socket] = co_await acceptor->async_accept(kTuple);
@@ -137,12 +144,22 @@ struct Runtime::Impl {
         continue;
       }
       boost::system::error_code ignored;
+      tcp::endpoint peer = socket.remote_endpoint(ignored);
+      SessionContext connection = context;
+      connection.acceptedAt = SteadyClock::now();
+      connection.slot = limits->admit(peer);
+      if (!connection.slot) {
+        socket.close(ignored);  // over max_connections(_per_ip): counted by admit()
+        continue;
+      }
       socket.set_option(tcp::no_delay(true), ignored);
       if (tls) {
-        asio::co_spawn(executor, handshakeTls(std::move(socket), tls->current(), context, handler),
+        asio::co_spawn(executor,
+                       handshakeTls(std::move(socket), tls->current(), std::move(connection),
+                                    handler),
                        asio::detached);
       } else {
-        asio::co_spawn(executor, detectPlaintext(std::move(socket), context, handler),
+        asio::co_spawn(executor, detectPlaintext(std::move(socket), std::move(connection), handler),
                        asio::detached);
       }
     }
@@ -174,6 +191,7 @@ void Runtime::shutdown() {
     std::lock_guard lock(impl_->acceptorsMutex);
     impl_->acceptors.clear();
     impl_->tlsSlots.clear();
+    impl_->connectionLimits.clear();
   }
   impl_->guards.clear();
   for (auto& ctx : impl_->contexts)
@@ -199,7 +217,10 @@ config::Endpoint Runtime::listen(const ListenerOptions& options,
                                  const std::function<Handler(unsigned worker)>& handlerFor) {
   auto config = std::make_shared<SessionConfig>();
   config->maxRequestBytes = options.maxRequestBytes;
+  config->maxHeaderBytes = options.maxHeaderBytes;
+  config->maxConnectionBodyBytes = std::max(options.maxConnectionBodyBytes, options.maxRequestBytes);
   config->headerTimeout = std::chrono::milliseconds(options.headerTimeoutMs);
+  config->bodyTimeout = std::chrono::milliseconds(options.bodyTimeoutMs);
   config->idleTimeout = std::chrono::milliseconds(options.idleTimeoutMs);
   config->http2 = options.http2;
   config->tls = options.tls.has_value();
@@ -210,9 +231,15 @@ config::Endpoint Runtime::listen(const ListenerOptions& options,
     tls->context = makeServerTlsContext(options.tls->certFile, options.tls->keyFile, true);
   }
 
-  if (tls) {
+  std::shared_ptr<ConnectionLimits> limits;
+  {
     std::lock_guard lock(impl_->acceptorsMutex);
-    impl_->tlsSlots[options.address.text()] = tls;
+    if (tls) impl_->tlsSlots[options.address.text()] = tls;
+    auto& group = impl_->connectionLimits[options.connectionGroup];
+    if (!group) {
+      group = std::make_shared<ConnectionLimits>(options.maxConnections, options.maxConnectionsPerIp);
+    }
+    limits = group;
   }
   tcp::endpoint endpoint = resolveEndpoint(options.address);
   config::Endpoint bound = options.address;
@@ -257,7 +284,8 @@ config::Endpoint Runtime::listen(const ListenerOptions& options,
     SessionRegistry* registry = options.drains ? impl_->registries[i].get() : nullptr;
     asio::co_spawn(
         *impl_->contexts[i],
-        impl_->acceptLoop(acceptor, SessionContext{config, registry}, tls, handlerFor(i)),
+        impl_->acceptLoop(acceptor, SessionContext{config, registry, {}, {}}, tls, limits,
+                          handlerFor(i)),
         asio::detached);
   }
   return bound;

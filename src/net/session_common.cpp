@@ -2,6 +2,8 @@
 
 #include <boost/asio/socket_base.hpp>
 
+#include "relay/common/request_id.hpp"
+
 namespace relay::net {
 
 void resetConnection(tcp::socket& socket) {
@@ -38,6 +40,18 @@ bool listsToken(std::string_view list, std::string_view lowerToken) {
     list.remove_prefix(comma + 1);
   }
   return false;
+}
+
+ResponseHead sessionErrorHead(int status, std::string_view requestId) {
+  ResponseHead head;
+  head.status = status;
+  head.headers.add("content-type", "application/json");
+  head.headers.add("x-request-id", requestIdFrom(requestId));
+  return head;
+}
+
+std::string sessionErrorBody(std::string_view message, std::string_view code) {
+  return openAiErrorJson(message, "invalid_request_error", code);
 }
 
 std::string_view reasonPhrase(int status) {

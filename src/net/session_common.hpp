@@ -27,7 +27,10 @@ using SteadyClock = std::chrono::steady_clock;
 // What a session needs from its listener; shared by every connection on it.
 struct SessionConfig {
   std::uint64_t maxRequestBytes = 4u << 20;
+  std::uint32_t maxHeaderBytes = 64u << 10;
+  std::uint64_t maxConnectionBodyBytes = 8u << 20;
   std::chrono::milliseconds headerTimeout{10'000};
+  std::chrono::milliseconds bodyTimeout{30'000};
   std::chrono::milliseconds idleTimeout{75'000};
   config::Http2Settings http2;
   bool tls = false;
@@ -105,7 +108,16 @@ class Registration {
 struct SessionContext {
   std::shared_ptr<const SessionConfig> config;
   SessionRegistry* registry = nullptr;
+  // Held for the connection's life: its place under server.max_connections
+  // and max_connections_per_ip (released when the session is destroyed).
+  std::shared_ptr<void> slot;
+  SteadyClock::time_point acceptedAt = SteadyClock::now();
 };
+
+// An OpenAI-shaped error the session gives itself (400, 408, 413, 431):
+// status, JSON body and request id; `close` adds "connection: close".
+ResponseHead sessionErrorHead(int status, std::string_view requestId);
+std::string sessionErrorBody(std::string_view message, std::string_view code);
 
 // Starts HTTP/1.1 on an accepted connection; `initial` holds bytes already read
 // (the h2c preface check). Defined in h1_session.cpp.

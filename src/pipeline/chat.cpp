@@ -9,6 +9,7 @@
 #include "chat_forward.hpp"
 #include "chat_record.hpp"
 #include "relay/common/request_id.hpp"
+#include "relay/pipeline/steps.hpp"
 #include "relay/pipeline/stream_transform.hpp"
 #include "relay/sse/usage.hpp"
 #include "relay/sse/writer.hpp"
@@ -151,6 +152,18 @@ net::Task<void> deliverStream(Worker& worker, net::ResponseSink& sink, Forwarded
   co_await sink.finish();
 }
 
+// Reads the body of an authenticated caller. An error to answer (413, 408,
+// 400, with the key's rate-limit fields) or nullopt; nullopt with the caller
+// gone too.
+net::Task<std::optional<ApiError>> readBody(net::Exchange& ex, admission::KeyLimiter& limiter,
+                                            Headers& responseHeaders) {
+  net::BodyResult body = co_await ex.readBody();
+  if (body.ok() || body.status == net::BodyStatus::kGone) co_return std::nullopt;
+  limiter.headers(admission::SystemClock::instance().steadyNow()).appendTo(responseHeaders);
+  co_return ApiError{body.httpStatus(), std::move(body.message), "invalid_request_error",
+                     std::string(body.code())};
+}
+
 }  // namespace
 
 net::Task<void> handleChatCompletions(Worker& worker, net::Exchange& ex) {
@@ -169,8 +182,13 @@ net::Task<void> handleChatCompletions(Worker& worker, net::Exchange& ex) {
   base.reserve(16);  // request id, 6 rate-limit fields, the relay's own: no regrowth
   base.add("x-request-id", record.requestId());
 
-  std::optional<ApiError> refused = planChat(snap, ex, plan, base);
+  // The key is checked on the head: a caller with a bad key is refused
+  // before a byte of its body is read.
+  std::optional<ApiError> refused = authenticate(snap.keys, ex.head.headers, plan.tenant);
+  if (!refused) refused = co_await readBody(ex, *snap.limiters[plan.tenant->index], base);
+  if (!refused && !ex.response->clientGone()) refused = planChat(snap, ex, plan, base);
   record.plan = &plan;
+  if (ex.response->clientGone()) co_return;
   if (refused) {
     record.status = refused->status;
     record.errorCode = refused->code;

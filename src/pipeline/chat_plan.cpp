@@ -24,7 +24,9 @@ std::optional<ApiError> admit(const Snapshot& snap, admission::KeyLimiter& limit
 
 std::optional<ApiError> planChat(const Snapshot& snap, const net::Exchange& ex, ChatPlan& plan,
                                  Headers& responseHeaders) {
-  if (auto err = authenticate(snap.keys, ex.head.headers, plan.tenant)) return err;
+  if (!plan.tenant) {
+    if (auto err = authenticate(snap.keys, ex.head.headers, plan.tenant)) return err;
+  }
   const admission::Tenant& tenant = *plan.tenant;
   admission::KeyLimiter& limiter = *snap.limiters[tenant.index];
   std::optional<ApiError> err = checkRequest(snap, ex, plan);

@@ -141,7 +141,21 @@ net::Task<void> McpExchange::preflight() {
 net::Task<void> McpExchange::run(std::string serverName) {
   const net::RequestHead& req = ex_.head;
   base_.add("x-request-id", requestIdFrom(req.headers.get("x-request-id")));
-  if (req.method == "POST") peek_ = peekJsonRpc(ex_.body);
+  // The key is checked on the head; only a known caller's body is read (its
+  // JSON-RPC id then goes into every refusal). A caller with a bad key is
+  // refused below, in its turn, without a byte of its body read.
+  std::optional<ApiError> authError = authenticate(snapshot_->keys, req.headers, tenant_);
+  if (!authError && req.method == "POST") {
+    net::BodyResult body = co_await ex_.readBody();
+    if (body.status == net::BodyStatus::kGone) co_return;
+    if (!body.ok()) {
+      McpRefusal r{body.httpStatus(), kRpcTransportError, std::move(body.message),
+                   std::string(body.code())};
+      co_await refuse(std::move(r));
+      co_return;
+    }
+    peek_ = peekJsonRpc(ex_.body);
+  }
   label_ = methodLabel(req.method, peek_);
 
   route_ = upstreams_ ? upstreams_->find(serverName) : nullptr;
@@ -171,10 +185,12 @@ net::Task<void> McpExchange::run(std::string serverName) {
     co_await refuse(std::move(r));
     co_return;
   }
+  // An initialize negotiates its version in the body; an unauthenticated
+  // request is refused for its key before its version matters.
   const bool initialize = peek_.kind == JsonRpcPeek::Kind::kRequest && peek_.method == "initialize";
   std::optional<McpRefusal> bad =
       checkMcpTransport(preflightRequest ? std::string_view("OPTIONS") : req.method, req.headers,
-                        snapshot_->config.mcp.allowedOrigins, initialize);
+                        snapshot_->config.mcp.allowedOrigins, initialize || authError.has_value());
   if (bad) {
     McpRefusal r = std::move(*bad);
     co_await refuse(std::move(r));
@@ -186,7 +202,7 @@ net::Task<void> McpExchange::run(std::string serverName) {
   }
 
   // The caller's key. It authenticates at the gateway and never goes further.
-  if (std::optional<ApiError> e = authenticate(snapshot_->keys, req.headers, tenant_)) {
+  if (std::optional<ApiError> e = std::move(authError)) {
     McpRefusal r{e->status, kRpcTransportError, e->message, e->code};
     if (e->status == 401) r.headers.add("www-authenticate", "Bearer realm=\"kimi-relay\"");
     co_await refuse(std::move(r));

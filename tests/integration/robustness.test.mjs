@@ -134,7 +134,7 @@ describe('HTTP/2 requests that never finish', () => {
     env.mock = await startMock({ name: 'slow', apiKey: UPSTREAM_KEY });
     env.relay = await startRelay(
       relayConfig({
-        server: { header_timeout_ms: 300 },
+        server: { header_timeout_ms: 300, body_timeout_ms: 400 },
         keys: [{ name: 'robust', key: KEY }],
         upstreams: [{ name: 'slow', url: env.mock.url, apiKey: UPSTREAM_KEY, models: { 'm-s': 'm-s' } }],
       }),
@@ -144,7 +144,7 @@ describe('HTTP/2 requests that never finish', () => {
     await Promise.all([env.relay, env.mock].filter(Boolean).map((p) => p.stop()));
   });
 
-  test('a stream whose request body never ends is reset after header_timeout_ms; the connection lives on', async () => {
+  test('a stream whose request body never ends gets 408 after body_timeout_ms; the connection lives on', async () => {
     const session = http2.connect(env.relay.url); // h2c, prior knowledge
     try {
       const stalled = session.request(
@@ -153,16 +153,23 @@ describe('HTTP/2 requests that never finish', () => {
       );
       stalled.write('{"model":"m-s",'); // and never the rest
       const t0 = performance.now();
-      const code = await new Promise((resolve) => stalled.on('close', () => resolve(stalled.rstCode)));
+      const status = await new Promise((resolve) => stalled.on('response', (h) => resolve(h[':status'])));
+      let text = '';
+      stalled.setEncoding('utf8');
+      stalled.on('data', (d) => (text += d));
+      await new Promise((resolve) => stalled.on('close', resolve));
       const waited = performance.now() - t0;
-      assert.equal(code, http2.constants.NGHTTP2_CANCEL);
-      assert.ok(waited >= 250 && waited < 3000, `reset after ${waited} ms`);
+      assert.equal(status, 408);
+      assert.equal(JSON.parse(text).error.code, 'request_timeout');
+      assert.match(JSON.parse(text).error.message, /body_timeout_ms/);
+      assert.ok(waited >= 350 && waited < 3000, `answered after ${waited} ms`);
+      assert.equal((await env.mock.requests()).length, 0, 'nothing reached the upstream');
 
       // The same connection still serves a complete request.
       const ok = session.request({ ':method': 'GET', ':path': '/v1/models', authorization: `Bearer ${KEY}` });
-      const status = await new Promise((resolve) => ok.on('response', (h) => resolve(h[':status'])));
+      const okStatus = await new Promise((resolve) => ok.on('response', (h) => resolve(h[':status'])));
       ok.resume();
-      assert.equal(status, 200);
+      assert.equal(okStatus, 200);
     } finally {
       session.close();
     }

@@ -331,6 +331,17 @@ export function sha256Hex(text) {
 //   server, admin: merged over the test defaults below
 //   ...extra: other top-level sections, in snake_case (retry, timeouts, ...)
 export function relayConfig({ upstreams = [], keys = [], server = {}, admin = {}, ...extra } = {}) {
+  // Test MCP servers listen on loopback over plain HTTP, which the gateway
+  // refuses unless a server says allow_insecure_http.
+  if (extra.mcp?.servers) {
+    extra = {
+      ...extra,
+      mcp: {
+        ...extra.mcp,
+        servers: extra.mcp.servers.map((s) => ({ allow_insecure_http: true, ...s })),
+      },
+    };
+  }
   return {
     server: {
       listen: ['127.0.0.1:0'],

@@ -6,6 +6,7 @@
 // here knows about sockets or YAML.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -30,7 +31,15 @@ struct TlsListener {
 
 struct Http2Settings {
   std::uint32_t maxConcurrentStreams = 256;
-  std::uint32_t initialWindowBytes = 1 << 20;
+  std::uint32_t initialWindowBytes = 1 << 20;  // per stream; grows only as a handler reads
+};
+
+// An address block ("10.0.0.0/8", "::1/128"); a bare address is its own /32 or /128.
+struct Cidr {
+  std::array<std::uint8_t, 16> address{};  // IPv4 in the first 4 bytes
+  bool v6 = false;
+  unsigned prefix = 0;
+  bool operator==(const Cidr&) const = default;
 };
 
 struct Server {
@@ -39,10 +48,20 @@ struct Server {
   Http2Settings http2;
   unsigned workers = 0;                      // 0 = cores (parseConfig resolves it)
   std::uint64_t maxRequestBytes = 4u << 20;  // 413 beyond this
-  std::uint32_t headerTimeoutMs = 10'000;    // first byte to end of request head
-  std::uint32_t idleTimeoutMs = 75'000;      // keep-alive connection without a request
-  std::uint32_t drainTimeoutMs = 30'000;     // SIGTERM: time given to open exchanges
-  bool metricsOnMain = false;                // also serve /metrics on the main port (admin key)
+  std::uint32_t maxHeaderBytes = 64u << 10;  // request head (HTTP/1.1) / decoded header list (HTTP/2): 431
+  // Request-body bytes one connection may hold at once, over all its streams
+  // (HTTP/2 connection window); 0 = 2 x max_request_bytes.
+  std::uint64_t maxConnectionBodyBytes = 0;
+  std::uint32_t maxConnections = 10'000;    // open client connections, all listeners and workers
+  std::uint32_t maxConnectionsPerIp = 1'000;  // per IPv4 address or IPv6 /64; 0 = no cap
+  std::uint32_t headerTimeoutMs = 10'000;   // first byte to end of request head
+  std::uint32_t bodyTimeoutMs = 30'000;     // end of head to end of body
+  std::uint32_t idleTimeoutMs = 75'000;     // keep-alive connection without a request
+  std::uint32_t drainTimeoutMs = 30'000;    // SIGTERM: time given to open exchanges
+  bool metricsOnMain = false;               // also serve /metrics on the main port (admin key)
+  // Peers whose X-Forwarded-For is kept (the peer is appended); from anyone
+  // else it is replaced by the peer's address.
+  std::vector<Cidr> trustedProxies;
 };
 
 struct Admin {
@@ -93,6 +112,7 @@ struct Upstream {
   std::string caFile;                // extra trust anchors (PEM); "" = system store
   std::uint32_t maxConcurrency = 0;  // 0 = unlimited
   std::uint32_t rpm = 0;             // 0 = unlimited
+  std::uint64_t maxResponseBytes = 64u << 20;  // non-streamed and error bodies: 502 beyond this
   Health health;
 };
 
@@ -147,12 +167,16 @@ struct McpServer {
   std::vector<std::string> instances;  // http(s) URLs, >= 1; `url:` is one instance
   std::string apiKey;
   std::string region;
+  bool allowInsecureHttp = false;  // http:// instances
+  std::string caFile;              // extra trust anchors (PEM); "" = system store
+  std::uint64_t maxResponseBytes = 64u << 20;  // JSON answers and one SSE event: 502 / error beyond
 };
 
 struct Mcp {
   std::vector<McpServer> servers;
   std::vector<std::string> allowedOrigins;
   std::string sessionSecret;  // secret; "" or >= 32 characters
+  std::uint32_t sessionIdleMs = 3'600'000;  // a session unused this long is ended (upstream DELETE)
 };
 
 struct Log {

@@ -33,4 +33,10 @@ Config loadConfigFile(const std::string& path, const EnvLookup& env = processEnv
 // Parses "host:port" / "[v6]:port". Throws std::invalid_argument with a reason.
 Endpoint parseEndpoint(std::string_view text);
 
+// "10.0.0.0/8", "fd00::/8", or a bare address. Throws std::invalid_argument
+// with a message saying what is wrong.
+Cidr parseCidr(std::string_view text);
+// True when `address` (16 bytes; IPv4 in the first 4) lies in `block`.
+bool cidrContains(const Cidr& block, const std::array<std::uint8_t, 16>& address, bool v6);
+
 }  // namespace relay::config

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -77,10 +78,48 @@ class ResponseSink {
   virtual bool clientGone() const = 0;
 };
 
+// How reading a request body ended. Anything but kComplete leaves the
+// connection unusable for another request: the session closes it (HTTP/1.1)
+// or resets the stream (HTTP/2) once the handler has answered.
+enum class BodyStatus {
+  kComplete,
+  kTooLarge,   // over server.max_request_bytes: answer 413
+  kTimeout,    // not whole within server.body_timeout_ms: answer 408
+  kMalformed,  // bad chunked framing (HTTP/1.1) or a protocol error: answer 400
+  kGone,       // the caller left: nobody to answer
+};
+
+struct BodyResult {
+  BodyStatus status = BodyStatus::kComplete;
+  std::string message;  // for the caller when not complete; names the limit and its config key
+  bool ok() const { return status == BodyStatus::kComplete; }
+  int httpStatus() const;          // 413, 408, 400; 499 for kGone
+  std::string_view code() const;   // "request_too_large", "request_timeout", "bad_request"
+};
+
+// The request body, read only when the handler asks for it: a caller is
+// authenticated on the request head, so a request with a bad key is refused
+// before any body byte is read (and, on HTTP/2, before its flow-control window
+// grows). Implemented by the sessions.
+class BodySource {
+ public:
+  virtual ~BodySource() = default;
+  // Appends the whole body to `out` (at most max_request_bytes, within
+  // body_timeout_ms). Sends "100 Continue" first when the caller asked for it.
+  virtual Task<BodyResult> readAll(std::string& out) = 0;
+};
+
 struct Exchange {
   RequestHead head;
-  std::string body;  // complete; the session enforces the configured size cap (413)
+  std::string body;  // empty until readBody() completed
   ResponseSink* response = nullptr;
+  BodySource* bodySource = nullptr;  // nullptr: the request has no body
+
+  // Reads the body into `body` once; later calls return the first result.
+  Task<BodyResult> readBody();
+
+ private:
+  std::optional<BodyResult> bodyResult_;
 };
 
 // Runs once per request. Must answer through `exchange.response` unless the

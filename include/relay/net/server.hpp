@@ -35,9 +35,17 @@ struct ListenerOptions {
   config::Endpoint address;
   std::optional<TlsFiles> tls;  // ALPN h2, http/1.1; absent = plaintext HTTP/1.1 and h2c
   std::uint64_t maxRequestBytes = 4u << 20;
+  std::uint32_t maxHeaderBytes = 64u << 10;
+  std::uint64_t maxConnectionBodyBytes = 8u << 20;
   std::uint32_t headerTimeoutMs = 10'000;
+  std::uint32_t bodyTimeoutMs = 30'000;
   std::uint32_t idleTimeoutMs = 75'000;
   config::Http2Settings http2;
+  // Connections beyond these are closed at accept (counted); listeners of
+  // one `connectionGroup` share the counts. 0 = no cap.
+  std::uint32_t maxConnections = 0;
+  std::uint32_t maxConnectionsPerIp = 0;
+  std::string connectionGroup = "client";
   // Closed by stopAccepting() (a drain). The admin listener stays open so that
   // /readyz can say 503 and /healthz 200 until the process exits.
   bool drains = true;

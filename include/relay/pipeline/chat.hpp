@@ -25,7 +25,8 @@ struct ChatPlan {
 };
 
 // Everything decided before an upstream is involved, in this order:
-// authenticate, validate the body, resolve the model, check the key's
+// authenticate (unless `plan.tenant` is already set), validate the body
+// (which the caller has read), resolve the model, check the key's
 // allow-list, check its budget, take from its buckets. Returns the error to
 // answer, or nullopt with `plan` filled. Once the caller is known, its
 // x-ratelimit-* fields are added to `responseHeaders` (every response to an

@@ -73,6 +73,7 @@ mcp:
   servers:
     - name: tools
       url: http://127.0.0.1:3001/mcp
+      allow_insecure_http: true
       api_key: ${MCP_KEY}
       region: eu
     - name: search
@@ -285,7 +286,7 @@ log:
 TEST(ConfigParse, McpOnlyGatewayNeedsNoUpstream) {
   const std::string yaml = R"(server: {listen: ["127.0.0.1:0"]}
 mcp:
-  servers: [{name: tools, url: "http://127.0.0.1:3001/mcp"}]
+  servers: [{name: tools, url: "http://127.0.0.1:3001/mcp", allow_insecure_http: true}]
 )";
   const Config c = parseConfig(yaml, "a.yaml", fakeEnv());
   EXPECT_TRUE(c.upstreams.empty());

@@ -217,8 +217,8 @@ TEST(ConfigValidate, CurrencyAndLog) {
 }
 
 TEST(ConfigValidate, McpServers) {
-  EXPECT_EQ(errorOf(withMinimal("mcp:\n  servers:\n    - {name: a, url: \"http://x/mcp\"}\n"
-                                "    - {name: a, url: \"http://y/mcp\"}\n")),
+  EXPECT_EQ(errorOf(withMinimal("mcp:\n  servers:\n    - {name: a, url: \"https://x/mcp\"}\n"
+                                "    - {name: a, url: \"https://y/mcp\"}\n")),
             "relay.yaml:10:8: mcp.servers[1].name: MCP server name 'a' is already used");
   EXPECT_EQ(errorOf(withMinimal("mcp:\n  servers:\n    - {name: a, url: \"x/mcp\"}\n")),
             "relay.yaml:9:22: mcp.servers[0].url: must be a URL starting with https:// or http://");
@@ -226,8 +226,17 @@ TEST(ConfigValidate, McpServers) {
             "relay.yaml:9:7: mcp.servers[0]: missing required key 'url' (or 'instances')");
   EXPECT_EQ(
       errorOf(withMinimal("mcp:\n  servers:\n"
-                          "    - {name: a, url: \"http://x/mcp\", instances: [\"http://y\"]}\n")),
-      "relay.yaml:9:38: mcp.servers[0].instances: give either url or instances, not both");
+                          "    - {name: a, url: \"https://x/mcp\", instances: [\"https://y\"]}\n")),
+      "relay.yaml:9:39: mcp.servers[0].instances: give either url or instances, not both");
+  // Plain http:// only where the server says so.
+  EXPECT_EQ(errorOf(withMinimal("mcp:\n  servers:\n    - {name: a, url: \"http://x/mcp\"}\n")),
+            "relay.yaml:9:22: mcp.servers[0].url: plain http:// is refused: the server's "
+            "credential and the tool traffic would cross the network unencrypted; use https://, "
+            "or set allow_insecure_http: true on this server (e.g. for one on loopback)");
+  EXPECT_NO_THROW(parseConfig(
+      withMinimal(
+          "mcp:\n  servers:\n    - {name: a, url: \"http://x/mcp\", allow_insecure_http: true}\n"),
+      "relay.yaml", fakeEnv()));
   EXPECT_EQ(errorOf(withMinimal("mcp:\n  servers:\n    - {name: a, instances: []}\n")),
             "relay.yaml:9:28: mcp.servers[0].instances: must list at least one URL");
   EXPECT_EQ(errorOf(withMinimal("mcp:\n  allowed_origins: [\"https://a.example.com/\"]\n")),

@@ -1,0 +1,45 @@
+#include "relay/net/exchange.hpp"
+
+namespace relay::net {
+
+int BodyResult::httpStatus() const {
+  switch (status) {
+    case BodyStatus::kComplete:
+      return 200;
+    case BodyStatus::kTooLarge:
+      return 413;
+    case BodyStatus::kTimeout:
+      return 408;
+    case BodyStatus::kMalformed:
+      return 400;
+    case BodyStatus::kGone:
+      break;
+  }
+  return 499;
+}
+
+std::string_view BodyResult::code() const {
+  switch (status) {
+    case BodyStatus::kTooLarge:
+      return "request_too_large";
+    case BodyStatus::kTimeout:
+      return "request_timeout";
+    case BodyStatus::kMalformed:
+      return "bad_request";
+    case BodyStatus::kComplete:
+    case BodyStatus::kGone:
+      break;
+  }
+  return {};
+}
+
+Task<BodyResult> Exchange::readBody() {
+  if (!bodyResult_) {
+    BodyResult r;
+    if (bodySource) r = co_await bodySource->readAll(body);
+    bodyResult_ = std::move(r);
+  }
+  co_return *bodyResult_;
+}
+
+}  // namespace relay::net
