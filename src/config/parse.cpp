@@ -2,12 +2,14 @@
 // order in which sections are read (those that others refer to come first).
 #include "relay/config/parse.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
+#include "relay/common/headers.hpp"
 #include "sections.hpp"
 #include "yaml_document.hpp"
 #include "yaml_reader.hpp"
@@ -25,7 +27,8 @@ Config readDocument(const Value& root, const std::string& sourceName) {
   }
   const MapView top =
       root.map({"server", "admin", "keys", "upstreams", "retry", "timeouts", "routes", "prices",
-                "currency", "mcp", "default_max_tokens", "state_dir", "log", "metrics"});
+                "currency", "mcp", "default_max_tokens", "state_dir", "log", "metrics",
+                "forward_headers"});
   Config c;
   c.sourcePath = sourceName;
 
@@ -65,6 +68,24 @@ Config readDocument(const Value& root, const std::string& sourceName) {
   top.with("default_max_tokens",
            [&](const Value& v) { c.defaultMaxTokens = v.unsignedInt<std::uint64_t>(1); });
   top.with("state_dir", [&](const Value& v) { c.stateDir = v.string(); });
+  top.with("forward_headers", [&](const Value& v) {
+    for (const Value& item : v.list()) {
+      std::string name = toLower(item.string());
+      std::string_view stem = name;
+      if (!stem.empty() && stem.back() == '*') stem.remove_suffix(1);
+      bool token = !stem.empty() && std::all_of(stem.begin(), stem.end(), [](char ch) {
+        return (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '-' || ch == '_';
+      });
+      if (!token) item.fail("must be a header name, or a prefix ending in '*' such as x-team-*");
+      if (name == "authorization" || name == "x-api-key" || name == "cookie" ||
+          name == "proxy-authorization" || name == "host" || name.starts_with("x-relay-") ||
+          name == "*") {
+        item.fail("'" + name + "' may never be forwarded: it carries the caller's credentials "
+                  "or belongs to the gateway");
+      }
+      c.forwardHeaders.push_back(std::move(name));
+    }
+  });
   return c;
 }
 

@@ -55,7 +55,8 @@ net::Task<bool> probe(upstream::ClientPool& clients, const Snapshot& snap, std::
   auto resp = co_await clients.send(u, req, d, failure);
   if (!resp) co_return false;
   std::string body;
-  bool complete = co_await resp->readAll(body);  // read to the end: the connection is reused
+  // Read to the end (the connection is reused), within the upstream's cap.
+  bool complete = co_await resp->readAll(body, info.config->maxResponseBytes);
   co_return complete && resp->status() >= 200 && resp->status() < 300;
 }
 

@@ -39,10 +39,11 @@ void addOutcomeHeaders(Headers& h, const Forwarded& f, const ChatRecord& record,
 
 // Reads a JSON answer whole and passes it on.
 net::Task<void> deliverJson(net::ResponseSink& sink, Forwarded& f, Headers headers,
-                            ChatRecord& record, const std::string& upstreamName) {
+                            ChatRecord& record, const upstream::UpstreamInfo& upstream) {
+  const std::string& upstreamName = upstream.name;
   std::string body;
   auto t0 = SteadyClock::now();
-  bool ok = co_await f.response->readAll(body);
+  bool ok = co_await f.response->readAll(body, upstream.config->maxResponseBytes);
   record.addWait(SteadyClock::now() - t0);
   if (!ok) {
     // Nothing was sent yet, so this is still an honest status.
@@ -217,8 +218,7 @@ net::Task<void> handleChatCompletions(Worker& worker, net::Exchange& ex) {
     co_await deliverStream(worker, sink, f, std::move(base), record, snap,
                            plan.fields.includeUsage.value_or(false));
   } else {
-    co_await deliverJson(sink, f, std::move(base), record,
-                         snap.catalog.upstreams()[f.upstream].name);
+    co_await deliverJson(sink, f, std::move(base), record, snap.catalog.upstreams()[f.upstream]);
   }
   if (f.lease) f.lease->release();
   record.settle();

@@ -68,6 +68,7 @@ struct Tried {
   AttemptFailure failure;
   std::optional<ErrorAnswer> passthrough;  // an upstream error response
   FailureKind transport = FailureKind::kNone;
+  bool credentialRefused = false;  // 401/403: the upstream refused the gateway's own key
 };
 
 class Forwarder {
@@ -78,7 +79,10 @@ class Forwarder {
     deadline_ = req.start + std::chrono::milliseconds(t.totalMs);
     queueDeadline_ = std::min(deadline_, SteadyClock::now() + std::chrono::milliseconds(t.queueMs));
     maxAttempts_ = req.hops > 0 ? 1 : snap.config.retry.maxAttempts;  // the outer relay retries
-    forwardHeaders_ = forwardableHeaders(req.exchange.head.headers);
+    forwardHeaders_ = forwardableHeaders(req.exchange.head.headers, ForwardFor::kChat,
+                                         snap.config.forwardHeaders);
+    forwardHeaders_.set("x-forwarded-for",
+                        forwardedFor(req.exchange.head, snap.config.server.trustedProxies));
     forwardHeaders_.set("x-request-id", req.record.requestId());
     forwardHeaders_.set("content-type", "application/json");  // the body was validated as JSON
     forwardHeaders_.set("accept-encoding", "identity");       // SSE is relayed as it comes
@@ -182,8 +186,15 @@ class Forwarder {
         co_return std::nullopt;
       }
       const Tried& last = tried_.back();
-      upstream::RetryDecision d = snap_.planner.plan(last.failure, history_.attempts(),
-                                                     SteadyClock::now(), deadline_, randomBits());
+      upstream::RetryDecision d;
+      if (last.credentialRefused) {
+        // Another upstream may hold a good key: go there at once (still
+        // within max_attempts and the retry budget, which pick() draws from).
+        if (history_.attempts() < maxAttempts_) d.action = upstream::RetryAction::kRetryElsewhere;
+      } else {
+        d = snap_.planner.plan(last.failure, history_.attempts(), SteadyClock::now(), deadline_,
+                               randomBits());
+      }
       if (!d.retry()) {
         giveUp_ = true;
         co_return std::nullopt;
@@ -266,31 +277,46 @@ class Forwarder {
       co_return f;
     } else {
       std::string body;
-      if (!co_await resp->readAll(body)) body.clear();
-      UpstreamErrorView view = normaliseUpstreamError(info.name, resp->status(), body);
-      const Headers& h = resp->headers();
-      bool upstreamSaysNo = h.get("x-should-retry") == "false";
-      tried.failure =
-          AttemptFailure{FailureClass::kHttpStatus, resp->status(),
-                         upstream::upstreamRetryDelay(h.get("retry-after-ms"), h.get("retry-after"),
-                                                      std::chrono::system_clock::now()),
-                         view.retryable && !upstreamSaysNo};
-      tried.what = "HTTP " + std::to_string(resp->status());
-      ErrorAnswer pass;
-      pass.status = resp->status();
-      pass.body = std::move(view.body);
-      pass.code = view.code;
-      for (const char* name : {"retry-after", "retry-after-ms"}) {
-        if (const std::string* v = h.find(name)) pass.headers.add(name, *v);
+      if (!co_await resp->readAll(body, info.config->maxResponseBytes)) body.clear();
+      UpstreamErrorView view =
+          normaliseUpstreamError(info.name, resp->status(), body, info.config->apiKey);
+      if (refusedGatewayCredential(resp->status(), view)) {
+        // The gateway's key for this upstream is wrong, not the caller's:
+        // never pass that on (the SDK would blame the caller's own key, and
+        // the provider's words may quote ours). Eject it and try another.
+        tried.failure = AttemptFailure{FailureClass::kHttpStatus, resp->status(), std::nullopt, true};
+        tried.credentialRefused = true;
+        tried.what = "HTTP " + std::to_string(resp->status()) + ", the gateway's credential was refused";
+        auto now = SteadyClock::now();
+        lease.report(upstream::HealthVerdict::kFailure, now);
+        state.health().ejectNow(now);
+      } else {
+        const Headers& h = resp->headers();
+        bool upstreamSaysNo = h.get("x-should-retry") == "false";
+        tried.failure = AttemptFailure{
+            FailureClass::kHttpStatus, resp->status(),
+            upstream::upstreamRetryDelay(h.get("retry-after-ms"), h.get("retry-after"),
+                                         std::chrono::system_clock::now()),
+            view.retryable && !upstreamSaysNo};
+        tried.what = "HTTP " + std::to_string(resp->status());
+        ErrorAnswer pass;
+        pass.status = resp->status();
+        pass.body = std::move(view.body);
+        pass.code = view.code;
+        for (const char* name : {"retry-after", "retry-after-ms"}) {
+          if (const std::string* v = h.find(name)) pass.headers.add(name, *v);
+        }
+        if (!tried.failure.retryable) pass.headers.add("x-should-retry", "false");
+        tried.passthrough = std::move(pass);
+        lease.report(tried.failure, SteadyClock::now());
       }
-      if (!tried.failure.retryable) pass.headers.add("x-should-retry", "false");
-      tried.passthrough = std::move(pass);
-      lease.report(tried.failure, SteadyClock::now());
     }
     lease.release();
     if (state.health().ejectionsTotal() > ejectionsBefore) {
       snap_.telemetry->ejection(static_cast<std::uint32_t>(u),
-                                telemetry::EjectionReason::kConsecutiveFailures);
+                                tried.credentialRefused
+                                    ? telemetry::EjectionReason::kCredentialRefused
+                                    : telemetry::EjectionReason::kConsecutiveFailures);
     }
     reportHealth(u);
     tried_.push_back(std::move(tried));
@@ -329,6 +355,7 @@ class Forwarder {
     // and its words, is the most honest thing to pass on.
     const Tried& last = tried_.back();
     if (last.passthrough) return *last.passthrough;
+    if (last.credentialRefused) return credentialAnswer();
     std::string what;
     bool allTimeouts = true;
     for (const Tried& t : tried_) {
@@ -352,6 +379,26 @@ class Forwarder {
                         "No upstream could serve the model '" + model + "' after " +
                             std::to_string(tried_.size()) + " attempt(s): " + what + why + ".",
                         "server_error", "upstream_unavailable");
+  }
+
+  // Every upstream tried last refused the gateway's credential: a 502 that
+  // names them (never a key, never their words), which the caller cannot fix.
+  ErrorAnswer credentialAnswer() const {
+    std::string names;
+    for (const Tried& t : tried_) {
+      if (!t.credentialRefused || names.find("'" + t.upstream + "'") != std::string::npos) continue;
+      if (!names.empty()) names += ", ";
+      names += "'" + t.upstream + "'";
+    }
+    ErrorAnswer e = gatewayError(
+        502,
+        "The gateway's credential for upstream " + names +
+            " was refused (HTTP 401/403); your key is fine. The gateway's operator must fix "
+            "upstreams[].api_key. No other upstream could serve the model '" +
+            req_.plan.route->model + "'.",
+        "server_error", "upstream_auth_failed");
+    e.headers.add("x-should-retry", "false");
+    return e;
   }
 
   // A one-off selector for a route the worker has no selector for (a reload

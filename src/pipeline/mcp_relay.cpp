@@ -242,11 +242,11 @@ net::Task<void> McpExchange::run(std::string serverName) {
     upstreamSession = std::move(s->upstreamId);
   }
 
+  const config::Config& cfg0 = snapshot_->config;
   // Credentials are swapped: the caller's are dropped with the other fields
   // that never leave the gateway, the server's own is injected.
-  send.headers = forwardableHeaders(req.headers);
-  send.headers.remove("origin");
-  send.headers.remove("mcp-session-id");
+  send.headers = forwardableHeaders(req.headers, ForwardFor::kMcp, cfg0.forwardHeaders);
+  send.headers.set("x-forwarded-for", forwardedFor(req, cfg0.server.trustedProxies));
   if (!upstreamSession.empty()) send.headers.set("mcp-session-id", upstreamSession);
   if (!route_->authorization.empty()) send.headers.set("authorization", route_->authorization);
   send.headers.set("x-request-id", base_.get("x-request-id"));
@@ -319,7 +319,8 @@ net::Task<void> McpExchange::run(std::string serverName) {
 net::Task<void> McpExchange::deliverWhole(upstream::ResponseStream& r, Headers headers,
                                           bool hadSession) {
   std::string body;
-  if (!co_await r.readAll(body)) {
+  const std::uint64_t cap = snapshot_->config.mcp.servers[route_->index].maxResponseBytes;
+  if (!co_await r.readAll(body, cap)) {
     if (sink_.clientGone()) co_return;
     McpRefusal e{502, kRpcInternalError,
                  "MCP server '" + route_->name +

@@ -34,8 +34,9 @@ std::shared_ptr<McpUpstreams> makeMcpUpstreams(const config::Mcp& mcp,
         throw std::invalid_argument("mcp server '" + s.name + "': url " + e.what());
       }
       route.instances.push_back({target, specs.size()});
-      specs.push_back({target, ""});
-      out->instanceUrls.push_back(url);
+      specs.push_back({target, s.caFile});
+      // The pool is kept across reloads only for the same URLs and trust anchors.
+      out->instanceUrls.push_back(url + "\n" + s.caFile);
     }
     // A random start spreads the first sessions of workers and replicas.
     route.nextInstance = static_cast<std::uint32_t>(std::random_device{}());

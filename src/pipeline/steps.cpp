@@ -1,5 +1,11 @@
 #include "relay/pipeline/steps.hpp"
 
+#include <arpa/inet.h>
+
+#include <array>
+
+#include "relay/config/parse.hpp"
+
 namespace relay::pipeline {
 
 std::optional<ApiError> authenticate(const admission::KeyStore& keys, const Headers& headers,
@@ -23,25 +29,65 @@ std::optional<ApiError> authenticate(const admission::KeyStore& keys, const Head
 }
 
 namespace {
-bool dropWhenForwarding(std::string_view n) {
-  // Credentials of the caller never leave the gateway (the upstream's own key is
-  // injected instead); framing and hop fields belong to the caller's connection.
-  return n == "authorization" || n == "x-api-key" || n == "api-key" || n == "proxy-authorization" ||
-         n == "cookie" || n == "host" || n == ":authority" || n == "content-length" ||
-         n == "connection" || n == "keep-alive" || n == "proxy-connection" ||
-         n == "transfer-encoding" || n == "te" || n == "upgrade" || n == "trailer" ||
-         n == "expect" || n == "accept-encoding" || n == "x-request-id" || n == "forwarded" ||
-         n.starts_with("x-relay-");
+
+// What OpenAI and Moonshot document for requests, and what their SDKs send
+// that is about the request rather than the caller (x-stainless-* describe
+// the SDK and its retry count).
+constexpr std::string_view kChatFields[] = {
+    "accept", "accept-language", "user-agent", "idempotency-key", "openai-beta",
+    "traceparent", "tracestate", "x-stainless-*",
+};
+// The MCP transport's own fields (PROTOCOLS.md: forwarded unchanged).
+constexpr std::string_view kMcpFields[] = {
+    "accept", "content-type", "user-agent", "mcp-protocol-version", "last-event-id",
+    "traceparent", "tracestate",
+};
+
+bool listed(std::string_view name, std::string_view entry) {
+  if (!entry.empty() && entry.back() == '*') return name.starts_with(entry.substr(0, entry.size() - 1));
+  return name == entry;
 }
+
+template <class List>
+bool anyListed(std::string_view name, const List& list) {
+  for (const auto& entry : list) {
+    if (listed(name, entry)) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
-Headers forwardableHeaders(const Headers& callerHeaders) {
+Headers forwardableHeaders(const Headers& callerHeaders, ForwardFor kind,
+                           const std::vector<std::string>& extra) {
   Headers out;
-  out.reserve(callerHeaders.size() + 4);
+  out.reserve(8);
   for (const HeaderField& f : callerHeaders) {
-    if (!dropWhenForwarding(f.name)) out.add(f.name, f.value);
+    bool allowed = kind == ForwardFor::kChat ? anyListed(f.name, kChatFields)
+                                             : anyListed(f.name, kMcpFields);
+    if (allowed || anyListed(f.name, extra)) out.add(f.name, f.value);
   }
   return out;
+}
+
+std::string forwardedFor(const net::RequestHead& head, const std::vector<config::Cidr>& trusted) {
+  // "ip:port" or "[v6]:port" -> the address alone.
+  std::string_view peer = head.peer;
+  std::string ip;
+  if (!peer.empty() && peer.front() == '[') {
+    ip = std::string(peer.substr(1, peer.find(']') - 1));
+  } else {
+    ip = std::string(peer.substr(0, peer.rfind(':')));
+  }
+  if (trusted.empty()) return ip;
+  std::array<std::uint8_t, 16> bytes{};
+  bool v6 = ip.find(':') != std::string::npos;
+  if (::inet_pton(v6 ? AF_INET6 : AF_INET, ip.c_str(), bytes.data()) != 1) return ip;
+  bool fromProxy = false;
+  for (const config::Cidr& block : trusted) fromProxy = fromProxy || config::cidrContains(block, bytes, v6);
+  std::string_view given = trimWhitespace(head.headers.get("x-forwarded-for"));
+  if (!fromProxy || given.empty()) return ip;
+  return std::string(given) + ", " + ip;
 }
 
 }  // namespace relay::pipeline

@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "relay/common/json_write.hpp"
+#include "relay/common/redact.hpp"
 
 namespace relay::pipeline {
 namespace {
@@ -40,7 +41,7 @@ std::string snippet(std::string_view body) {
 }  // namespace
 
 UpstreamErrorView normaliseUpstreamError(std::string_view upstreamName, int status,
-                                         std::string_view body) {
+                                         std::string_view body, std::string_view upstreamKey) {
   UpstreamErrorView v;
   // 4xx other than 408/409/429 will fail again the same way.
   v.retryable = status >= 500 || status == 408 || status == 409 || status == 429;
@@ -78,6 +79,9 @@ UpstreamErrorView normaliseUpstreamError(std::string_view upstreamName, int stat
     }
   }
   if (status == 401 || status == 403) v.retryable = false;
+  redactSecrets(message, upstreamKey);
+  redactSecrets(param, upstreamKey);
+  redactSecrets(v.code, upstreamKey);
   // Say who answered: a 401 here means the gateway's upstream key was refused,
   // not the caller's.
   std::string who =
@@ -86,10 +90,19 @@ UpstreamErrorView normaliseUpstreamError(std::string_view upstreamName, int stat
     message = who + ": " + message;
   } else {
     message = who;
-    if (!err && !body.empty()) message += ": " + snippet(body);
+    if (!err && !body.empty()) {
+      std::string s = snippet(body);
+      redactSecrets(s, upstreamKey);
+      message += ": " + s;
+    }
   }
   v.body = openAiErrorJson(message, v.type, v.code, param);
   return v;
+}
+
+bool refusedGatewayCredential(int status, const UpstreamErrorView& view) {
+  if (status == 401) return true;
+  return status == 403 && view.code != "insufficient_quota" && view.type != "insufficient_quota";
 }
 
 }  // namespace relay::pipeline

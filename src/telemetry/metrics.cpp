@@ -7,6 +7,7 @@
 #include <prometheus/text_serializer.h>
 
 #include "families.hpp"
+#include "relay/common/limits.hpp"
 
 namespace relay::telemetry {
 namespace {
@@ -45,7 +46,8 @@ pm::Family<T>& family(pm::detail::Builder<T> builder, pm::Registry& registry, co
 constexpr std::string_view kFailureLabels[] = {"connect_error", "timeout", "rate_limited",
                                                "server_error",  "reset",   "other"};
 constexpr std::string_view kFallbackLabels[] = {"upstream", "model"};
-constexpr std::string_view kEjectionLabels[] = {"consecutive_failures", "active_check", "other"};
+constexpr std::string_view kEjectionLabels[] = {"consecutive_failures", "active_check",
+                                                "credential_refused", "other"};
 constexpr std::string_view kRefusalLabels[] = {
     "requests", "tokens", "concurrency", "budget", "upstream_capacity", "retry_budget", "other"};
 constexpr std::string_view kReloadLabels[] = {"success", "failure"};
@@ -203,11 +205,47 @@ Families::Families()
 Metrics::Metrics() : families_(std::make_unique<detail::Families>()) {}
 Metrics::~Metrics() = default;
 
+namespace {
+
+// The bounds' counters live in common/limits (every module counts there);
+// they are read at scrape time.
+pm::MetricFamily limitHitsFamily() {
+  pm::MetricFamily f;
+  f.name = "kimi_relay_limit_hits_total";
+  f.help =
+      "Times a configured bound refused, cut or dropped something, by limit (docs/configuration.md "
+      "lists each).";
+  f.type = pm::MetricType::Counter;
+  for (std::size_t i = 0; i < static_cast<std::size_t>(Limit::kCount); ++i) {
+    auto limit = static_cast<Limit>(i);
+    pm::ClientMetric m;
+    m.label.push_back({"limit", std::string(limitName(limit))});
+    m.counter.value = static_cast<double>(limitCount(limit));
+    f.metric.push_back(std::move(m));
+  }
+  return f;
+}
+
+pm::MetricFamily openConnectionsFamily() {
+  pm::MetricFamily f;
+  f.name = "kimi_relay_open_connections";
+  f.help = "Client connections open on every listener.";
+  f.type = pm::MetricType::Gauge;
+  pm::ClientMetric m;
+  m.gauge.value = static_cast<double>(openClientConnections().load(std::memory_order_relaxed));
+  f.metric.push_back(std::move(m));
+  return f;
+}
+
+}  // namespace
+
 std::string Metrics::expose() const {
   std::vector<pm::MetricFamily> all = families_->registry.Collect();
   const std::int64_t now = detail::coarseNowMs();
   all.push_back(families_->durationWindow.collect(now));
   all.push_back(families_->ttftWindow.collect(now));
+  all.push_back(limitHitsFamily());
+  all.push_back(openConnectionsFamily());
   std::sort(all.begin(), all.end(),
             [](const pm::MetricFamily& a, const pm::MetricFamily& b) { return a.name < b.name; });
   std::ostringstream out;

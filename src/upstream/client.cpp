@@ -19,6 +19,8 @@
 #include <openssl/x509v3.h>
 
 #include "connection.hpp"
+#include "relay/common/limits.hpp"
+#include "resolver.hpp"
 
 namespace relay::upstream {
 namespace {
@@ -88,6 +90,8 @@ std::string_view failureClass(FailureKind kind) {
       return "protocol_error";
     case FailureKind::kCancelled:
       return "cancelled";
+    case FailureKind::kTooLarge:
+      return "too_large";
     case FailureKind::kNone:
       break;
   }
@@ -123,6 +127,9 @@ std::string describe(const Failure& f) {
       break;
     case FailureKind::kCancelled:
       what = "cancelled: the caller left";
+      break;
+    case FailureKind::kTooLarge:
+      what = "response body too large";
       break;
     case FailureKind::kNone:
       return "no failure";
@@ -186,6 +193,7 @@ class ResponseStreamImpl final : public ResponseStream {
     std::array<asio::const_buffer, 2> bufs{asio::buffer(head), asio::buffer(req.body)};
     auto [wec, wn] =
         co_await conn_->visit([&](auto& s) { return asio::async_write(s, bufs, kTuple); });
+    requestBytesWritten_ = wn;
     if (wec) co_return fail(FailureKind::kReset, wec.message());
     // Wait for the answer before reading: reading at once would nearly always
     // be an EAGAIN, a system call for nothing.
@@ -209,7 +217,10 @@ class ResponseStreamImpl final : public ResponseStream {
     co_return true;
   }
 
-  bool sawResponseBytes() const { return parser_.got_some(); }
+  // True when not one byte of the request reached the socket: only then may
+  // it be sent again without counting as an attempt (the upstream cannot
+  // have seen it, so it cannot have run or billed it).
+  bool nothingSent() const { return requestBytesWritten_ == 0; }
 
   void abort() override {
     aborted_ = true;
@@ -254,14 +265,27 @@ class ResponseStreamImpl final : public ResponseStream {
     co_return false;
   }
 
-  Task<bool> readAll(std::string& out) override {
-    if (auto len = parser_.content_length()) out.reserve(out.size() + *len);
+  Task<bool> readAll(std::string& out, std::uint64_t limit) override {
+    if (auto len = parser_.content_length()) {
+      if (*len > limit) co_return tooLarge(limit);
+      out.reserve(out.size() + *len);
+    }
+    const std::size_t start = out.size();
     while (co_await read(out)) {
+      if (out.size() - start > limit) co_return tooLarge(limit);
     }
     co_return !failure_;
   }
 
  private:
+  // A body over the cap is not read further: the connection is dropped.
+  bool tooLarge(std::uint64_t limit) {
+    countLimit(Limit::kUpstreamResponseBytes);
+    fail(FailureKind::kTooLarge,
+         "over " + std::to_string(limit) + " bytes, the upstream's max_response_bytes");
+    return false;
+  }
+
   bool fail(FailureKind kind, std::string detail, boost::system::error_code ec = {}) {
     done_ = true;
     FailureKind fired = watchdog_.fired();
@@ -295,6 +319,7 @@ class ResponseStreamImpl final : public ResponseStream {
   Failure failure_;
   bool done_ = false;
   bool aborted_ = false;  // abort() closed the connection (shutdown), not the caller leaving
+  std::size_t requestBytesWritten_ = 0;
 };
 
 }  // namespace
@@ -317,21 +342,15 @@ Task<std::unique_ptr<Connection>> ClientPool::Impl::connect(std::size_t index, c
     tcp::endpoint ep(asio::ip::make_address(spec.target.host), spec.target.port);
     std::tie(ec) = co_await conn->plain->async_connect(ep, kTuple);
   } else {
-    tcp::resolver resolver(executor);
-    auto [rec, results] =
-        co_await resolver.async_resolve(spec.target.host, std::to_string(spec.target.port), kTuple);
-    if (rec) {
-      failure = {FailureKind::kConnect,
-                 "cannot resolve " + spec.target.host + ": " + rec.message()};
-      co_return nullptr;
-    }
-    if (Clock::now() >= connectBy) {  // resolving took the whole connect budget
-      failure = {FailureKind::kConnectTimeout, "resolving " + spec.target.host + " took too long"};
+    // Bounded by the connect deadline and cancelled with the caller (resolver.hpp).
+    detail::Resolved resolved = co_await detail::resolve(spec.target.host, spec.target.port, connectBy);
+    if (resolved.failure) {
+      failure = std::move(resolved.failure);
       co_return nullptr;
     }
     watchdog.set(connectBy, FailureKind::kConnectTimeout);  // re-armed if it fired on no socket
     tcp::endpoint ep;
-    std::tie(ec, ep) = co_await asio::async_connect(*conn->plain, results, kTuple);
+    std::tie(ec, ep) = co_await asio::async_connect(*conn->plain, resolved.endpoints, kTuple);
   }
   if (ec) {
     FailureKind fired = watchdog.fired();
@@ -390,8 +409,11 @@ Task<std::unique_ptr<ResponseStream>> ClientPool::send(std::size_t index,
   std::shared_ptr<Impl> impl = impl_;
   auto executor = co_await asio::this_coro::executor;
   const Target& target = impl->upstreams.at(index).target;
-  // A pooled connection may have been closed by the upstream an instant ago;
-  // if it fails before any response byte, try once more on a fresh one.
+  // A pooled connection may have been closed by the upstream an instant ago.
+  // If writing to it failed before a byte of the request left, try once more
+  // on a fresh one. Once any byte was written, a failure is the attempt's:
+  // the upstream may have received the request (and run and billed it), so
+  // only the retry policy, counting attempts, may send it again.
   for (int attempt = 0; attempt < 2; ++attempt) {
     std::unique_ptr<Connection> conn = impl->takeIdle(index);
     bool reused = conn != nullptr;
@@ -404,7 +426,7 @@ Task<std::unique_ptr<ResponseStream>> ClientPool::send(std::size_t index,
     failure = stream->failure();
     // Only a stale pooled connection is worth a second try (a cancelled attempt
     // is kCancelled, never retried here).
-    if (!(reused && failure.kind == FailureKind::kReset && !stream->sawResponseBytes())) break;
+    if (!(reused && failure.kind == FailureKind::kReset && stream->nothingSent())) break;
   }
   co_return nullptr;
 }

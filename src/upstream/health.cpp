@@ -183,6 +183,27 @@ void HealthTracker::noteLateFailure(SteadyTime now) {
   onFailure(ticket, now);
 }
 
+void HealthTracker::ejectNow(SteadyTime now) {
+  if (options_.ejectAfterFailures == 0) return;  // ejection is off for this upstream
+  const std::uint64_t nowMs = clampMs(steadyMs(now));
+  std::uint64_t w = word_.load(std::memory_order_acquire);
+  for (;;) {
+    const State s = decode(w);
+    if (s.phase != kHealthy) return;
+    State next = s;
+    next.phase = kEjected;
+    next.streak = std::min(s.streak + 1, kMaxStreak);
+    next.failures = 0;
+    next.deadline = clampMs(static_cast<std::int64_t>(nowMs) +
+                            ejectionTime(static_cast<unsigned>(next.streak)).count());
+    if (word_.compare_exchange_weak(w, encode(next), std::memory_order_acq_rel)) {
+      ejections_.fetch_add(1, std::memory_order_relaxed);
+      lastEjectedMs_.store(static_cast<std::int64_t>(nowMs), std::memory_order_relaxed);
+      return;
+    }
+  }
+}
+
 void HealthTracker::onNeutral(HealthTicket& ticket) {
   if (ticket.tracker_ != this) return;
   release(ticket);

@@ -356,15 +356,19 @@ describe('Moonshot error types', () => {
     });
   }
 
-  test('invalid_authentication_error: 401 saying the upstream key was refused, not retried', async () => {
+  test("invalid_authentication_error: 502 naming the upstream whose key was refused, the next upstream tried", async () => {
+    // The fault rides on the request, so the second upstream refuses too.
     const { res } = await timedChat({ model: 'm-moon' }, { 'x-mock-fault': 'status=401;error_type=invalid_authentication_error' });
-    assert.equal(res.status, 401);
+    assert.equal(res.status, 502, 'the caller\'s own key is fine: not a 401');
     assert.equal(res.headers.get('x-should-retry'), 'false');
+    assert.equal(res.headers.get('x-relay-attempts'), '2');
     const err = await readOpenAiError(res, assert);
-    assert.equal(err.code, 'upstream_authentication_failed');
-    assert.match(err.message, /upstream 'moonshot'/);
+    assert.equal(err.code, 'upstream_auth_failed');
+    assert.match(err.message, /'moonshot'/);
+    assert.match(err.message, /'secondary'/);
+    assert.doesNotMatch(err.message, /mock fault/, 'the provider\'s words are not passed on');
     assert.equal((await mocks.moonshot.stats()).requests, 1);
-    assert.equal((await mocks.secondary.stats()).requests, 0);
+    assert.equal((await mocks.secondary.stats()).requests, 1);
   });
 
   for (const type of ['rate_limit_reached_error', 'engine_overloaded_error']) {

@@ -162,8 +162,14 @@ describe('label values are bounded by the config', () => {
       server: ['none'],
       reason: [
         'connect_error', 'timeout', 'rate_limited', 'server_error', 'reset', 'other',
-        'consecutive_failures', 'active_check',
+        'consecutive_failures', 'active_check', 'credential_refused',
         'requests', 'tokens', 'concurrency', 'budget', 'upstream_capacity', 'retry_budget',
+      ],
+      limit: [
+        'max_header_bytes', 'max_request_bytes', 'max_connection_body_bytes', 'header_timeout',
+        'body_timeout', 'idle_timeout', 'write_stall', 'max_connections', 'max_connections_per_ip',
+        'http2_flood', 'http2_protocol_error', 'upstream_max_response_bytes', 'sse_event_bytes',
+        'access_log_dropped', 'event_subscribers', 'events_dropped',
       ],
       method: [
         'initialize', 'ping', 'tools/list', 'tools/call', 'resources/list', 'resources/read',

@@ -343,6 +343,9 @@ export function relayConfig({ upstreams = [], keys = [], server = {}, admin = {}
     };
   }
   return {
+    // The mock's per-request controls (x-mock-fault, x-mock-chunks, ...) ride
+    // on the caller's request: forward them past the allow-list.
+    forward_headers: ['x-mock-*'],
     server: {
       listen: ['127.0.0.1:0'],
       workers: 2,

@@ -203,6 +203,9 @@ struct Config {
   Currency currency;
   Mcp mcp;
   std::uint64_t defaultMaxTokens = 4096;  // token reservation when a request sets none
+  // Caller fields forwarded upstream beyond the built-in allow-list: names,
+  // or prefixes ending in '*' (lowercase).
+  std::vector<std::string> forwardHeaders;
   std::string stateDir;                   // "" = budgets kept in memory only
   Log log;
   MetricsOptions metrics;

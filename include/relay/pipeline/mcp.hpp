@@ -43,7 +43,7 @@ struct McpServerRoute {
 // replaces it never pulls a pool or a route from under a running stream.
 struct McpUpstreams {
   std::vector<McpServerRoute> servers;
-  std::vector<std::string> instanceUrls;  // flat, in pool order
+  std::vector<std::string> instanceUrls;  // flat, in pool order ("url\nca_file")
   std::shared_ptr<upstream::ClientPool> pool;
   McpSessionCodec codec;
 

@@ -4,9 +4,12 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "relay/admission/key_store.hpp"
 #include "relay/common/headers.hpp"
+#include "relay/config/config.hpp"
+#include "relay/net/exchange.hpp"
 #include "relay/pipeline/respond.hpp"
 
 namespace relay::pipeline {
@@ -16,8 +19,18 @@ namespace relay::pipeline {
 std::optional<ApiError> authenticate(const admission::KeyStore& keys, const Headers& headers,
                                      const admission::Tenant*& tenant);
 
-// The caller's headers as they may go upstream: hop-by-hop fields, the
-// caller's credentials, cookies, Host and framing fields removed.
-Headers forwardableHeaders(const Headers& callerHeaders);
+// Which of a caller's fields may reach an upstream. Forwarding is by
+// allow-list: anything not named here (credentials, cookies, caller identity
+// such as OpenAI-Organization / OpenAI-Project, proxies' fields) stays at the
+// gateway. `extra` is the config's forward_headers (names, or prefixes
+// ending in '*').
+enum class ForwardFor { kChat, kMcp };
+Headers forwardableHeaders(const Headers& callerHeaders, ForwardFor kind,
+                           const std::vector<std::string>& extra);
+
+// X-Forwarded-For as the gateway sends it: the peer's address, appended to
+// the caller's own X-Forwarded-For only when the peer is a trusted proxy
+// (server.trusted_proxies); from anyone else the caller's value is dropped.
+std::string forwardedFor(const net::RequestHead& head, const std::vector<config::Cidr>& trusted);
 
 }  // namespace relay::pipeline

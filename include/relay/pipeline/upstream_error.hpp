@@ -19,7 +19,14 @@ struct UpstreamErrorView {
   bool retryable = true;  // false: retrying cannot help (auth, quota, bad request)
 };
 
+// `upstreamKey` (the credential the gateway sent it) and anything shaped like
+// a key are scrubbed from the words passed on (redact.hpp).
 UpstreamErrorView normaliseUpstreamError(std::string_view upstreamName, int status,
-                                         std::string_view body);
+                                         std::string_view body, std::string_view upstreamKey = {});
+
+// True when an upstream's answer says it refused the gateway's own
+// credential: 401, or 403 that is not an exhausted quota. The caller's key is
+// fine (the gateway checked it); the gateway's configuration is not.
+bool refusedGatewayCredential(int status, const UpstreamErrorView& view);
 
 }  // namespace relay::pipeline

@@ -73,7 +73,13 @@ enum class UpstreamFailure : std::uint8_t {
 
 enum class FallbackKind : std::uint8_t { kUpstream, kModel, kCount };
 
-enum class EjectionReason : std::uint8_t { kConsecutiveFailures, kActiveCheck, kOther, kCount };
+enum class EjectionReason : std::uint8_t {
+  kConsecutiveFailures,
+  kActiveCheck,
+  kCredentialRefused,  // the upstream answered 401/403 to the gateway's own key
+  kOther,
+  kCount
+};
 
 enum class RefusalReason : std::uint8_t {
   kRequests,          // rpm bucket

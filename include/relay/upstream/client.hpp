@@ -2,7 +2,8 @@
 //
 // One `ClientPool` per worker (never shared between threads): connections are
 // created, used and reused on the worker's event loop. A response body is read
-// piece by piece as it arrives (SSE needs that), with no size limit; deadlines
+// piece by piece as it arrives (SSE needs that; its events are capped by the
+// stream transform), or whole up to a cap the caller gives; deadlines
 // for connect, first byte, idle-between-reads and total end an exchange with a
 // typed failure. Asio and Beast stay in client.cpp.
 #pragma once
@@ -34,6 +35,7 @@ enum class FailureKind {
   kReset,      // closed or reset by the upstream
   kProtocol,   // not valid HTTP/1.1
   kCancelled,  // our caller left (terminal cancellation): says nothing about the upstream
+  kTooLarge,   // a body over the reader's cap (max_response_bytes)
 };
 
 struct Failure {
@@ -74,8 +76,9 @@ class ResponseStream {
   // Appends the next body bytes to `out`. Returns false at the end of the body
   // or on failure (then `failure()` says which).
   virtual Task<bool> read(std::string& out) = 0;
-  // Reads the rest of the body into `out`. False on failure.
-  virtual Task<bool> readAll(std::string& out) = 0;
+  // Reads the rest of the body into `out`, at most `limit` bytes (a body
+  // declared or found larger fails with kTooLarge, unread). False on failure.
+  virtual Task<bool> readAll(std::string& out, std::uint64_t limit) = 0;
   virtual const Failure& failure() const = 0;
   // Closes the connection now; a pending read() ends with a failure. Used at
   // shutdown, so that an open stream can still be ended with an error event.
@@ -100,8 +103,9 @@ class ClientPool {
   ClientPool& operator=(const ClientPool&) = delete;
 
   // Sends `request` to upstream `index` on a pooled connection (or a new one)
-  // and waits for the response head. A pooled connection found dead before any
-  // response byte arrived is replaced once, transparently. The stream returns
+  // and waits for the response head. A pooled connection that fails before
+  // one byte of the request was written is replaced once, transparently;
+  // after that, a failure is the caller's to retry (or not). The stream returns
   // its connection to the pool when its body was read to the end.
   Task<std::unique_ptr<ResponseStream>> send(std::size_t index, const OutgoingRequest& request,
                                              const Deadlines& deadlines, Failure& failure);

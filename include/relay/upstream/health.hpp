@@ -93,6 +93,11 @@ class HealthTracker {
   // A failure found after the ticket was reported — a stream that broke after
   // its head said 200. Counts like any request's failure while healthy.
   void noteLateFailure(SteadyTime now);
+  // Ejects at once, whatever the failure count: the upstream refused the
+  // gateway's own credential, so every request to it will fail alike until an
+  // operator fixes the key. Ejected or half-open already, or ejection off
+  // (eject_after_failures: 0): nothing changes.
+  void ejectNow(SteadyTime now);
 
   HealthStatus status(SteadyTime now) const;
   std::uint32_t consecutiveFailures() const;
