@@ -1,5 +1,8 @@
 #include "relay/api/admin.hpp"
 
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
 #include <openssl/crypto.h>
 
 #include "relay/admission/key_store.hpp"
@@ -20,7 +23,18 @@ bool readOnly(const net::Exchange& ex) {
 }
 
 net::Task<void> reload(net::Exchange& ex, AdminState& state) {
-  std::string refused = state.reload();
+  // The reload runs on a thread of its own; this loop keeps serving and
+  // looks for the result now and then.
+  std::shared_ptr<PendingText> pending = state.reload();
+  boost::asio::steady_timer timer(co_await boost::asio::this_coro::executor);
+  auto pause = std::chrono::milliseconds(1);
+  std::optional<std::string> result;
+  while (!(result = pending->ready())) {
+    timer.expires_after(pause);
+    co_await timer.async_wait(boost::asio::use_awaitable);
+    pause = std::min(pause * 2, std::chrono::milliseconds(20));
+  }
+  std::string refused = std::move(*result);
   if (!refused.empty()) {
     ApiError err{422, "the new config was refused and the running one stays: " + refused,
                  "invalid_request_error", "config_invalid"};

@@ -12,6 +12,7 @@
 
 #include "relay/config/parse.hpp"
 #include "relay/pipeline/active_health.hpp"
+#include "relay/pipeline/mcp.hpp"
 
 namespace relay::app {
 
@@ -46,10 +47,11 @@ Gateway::Gateway(std::string configPath, pipeline::Services services,
   control_ = std::make_unique<Control>(runtime_.context(0));
   admin_.metrics = services_.metrics;
   admin_.snapshot = [this] { return current(); };
-  admin_.reload = [this] { return reload(); };
+  admin_.reload = [this] { return reloadInBackground(); };
 }
 
 Gateway::~Gateway() {
+  joinBackground();
   {
     std::lock_guard lock(flusherMutex_);
     stopFlusher_ = true;
@@ -114,6 +116,9 @@ int Gateway::run() {
   asio::co_spawn(runtime_.context(0),
                  pipeline::runActiveHealthChecks(*workers_[0], [this] { return current(); }),
                  asio::detached);
+  // Idle MCP sessions end at their servers (a reload may add servers later).
+  asio::co_spawn(runtime_.context(0), pipeline::runMcpSessionSweeper(*workers_[0]),
+                 asio::detached);
   admin_.ready = true;
   const auto& snap = *snapshot_;
   spdlog::info("kimi-relay {} ready: {} workers, {} upstreams, {} models, {} keys", RELAY_VERSION,
@@ -124,6 +129,7 @@ int Gateway::run() {
   // destroy them while the workers they refer to are alive, then save spend.
   // Everything bound to a loop goes before the loop does.
   control_.reset();
+  joinBackground();  // a reload in progress posts to the loops: let it finish first
   for (auto& w : workers_)
     w->releaseConnections();
   runtime_.shutdown();
@@ -147,7 +153,7 @@ void Gateway::installSignals() {
 void Gateway::armReload() {
   control_->reloadSignal.async_wait([this](boost::system::error_code ec, int) {
     if (ec) return;
-    reload();
+    reloadInBackground();  // worker 0 keeps serving while the new config is built
     armReload();
   });
 }
@@ -186,6 +192,38 @@ void Gateway::pollDrain() {
   control_->drainTimer.async_wait([this](boost::system::error_code ec) {
     if (!ec) pollDrain();
   });
+}
+
+std::shared_ptr<PendingText> Gateway::reloadInBackground() {
+  auto pending = std::make_shared<PendingText>();
+  std::lock_guard lock(backgroundMutex_);
+  // Threads of reloads that ended are joined here, so the list stays short.
+  for (auto it = background_.begin(); it != background_.end();) {
+    if (it->joinable() && finished_.count(it->get_id())) {
+      finished_.erase(it->get_id());
+      it->join();
+      it = background_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  background_.emplace_back([this, pending] {
+    pending->set(reload());
+    std::lock_guard done(backgroundMutex_);
+    finished_.insert(std::this_thread::get_id());
+  });
+  return pending;
+}
+
+void Gateway::joinBackground() {
+  std::vector<std::thread> threads;
+  {
+    std::lock_guard lock(backgroundMutex_);
+    threads.swap(background_);
+  }
+  for (auto& t : threads) {
+    if (t.joinable()) t.join();
+  }
 }
 
 std::string Gateway::reload() {

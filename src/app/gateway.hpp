@@ -6,11 +6,13 @@
 #include <condition_variable>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "relay/api/router.hpp"
+#include "relay/common/pending.hpp"
 #include "relay/config/config.hpp"
 #include "relay/net/server.hpp"
 #include "relay/pipeline/worker.hpp"
@@ -30,8 +32,11 @@ class Gateway {
   int run();
 
   // Re-reads the config file and switches every worker to it. On any error the
-  // old config keeps serving and the error is returned (and logged).
+  // old config keeps serving and the error is returned (and logged). Blocks:
+  // never call it on an event loop (reloadInBackground does it for them).
   std::string reload();
+  // Runs reload() on a thread of its own (joined before the loops go away).
+  std::shared_ptr<PendingText> reloadInBackground();
 
  private:
   void installSignals();
@@ -52,6 +57,11 @@ class Gateway {
   api::AdminState admin_;
   struct Control;  // Asio objects on worker 0's loop
   std::unique_ptr<Control> control_;
+
+  std::mutex backgroundMutex_;
+  std::vector<std::thread> background_;  // reloads in progress or done, joined at exit
+  std::set<std::thread::id> finished_;   // ids of background_ threads that returned
+  void joinBackground();
 
   std::thread flusher_;
   std::mutex flusherMutex_;

@@ -58,7 +58,8 @@ Health readHealth(const Value& v) {
 Upstream readUpstream(const Value& v) {
   Upstream u;
   const MapView m = v.map({"name", "base_url", "api_key", "weight", "models", "allow_insecure_http",
-                           "ca_file", "max_concurrency", "rpm", "max_response_bytes", "health"});
+                           "ca_file", "max_concurrency", "rpm", "max_response_bytes", "max_event_bytes",
+                           "health"});
   u.name = readName(m.require("name"));
   m.with("allow_insecure_http", [&](const Value& x) { u.allowInsecureHttp = x.boolean(); });
 
@@ -84,6 +85,8 @@ Upstream readUpstream(const Value& v) {
   m.with("rpm", [&](const Value& x) { u.rpm = x.unsignedInt<std::uint32_t>(0); });
   m.with("max_response_bytes",
          [&](const Value& x) { u.maxResponseBytes = x.unsignedInt<std::uint64_t>(1024); });
+  m.with("max_event_bytes",
+         [&](const Value& x) { u.maxEventBytes = x.unsignedInt<std::uint64_t>(1024, 1ull << 30); });
   m.with("health", [&](const Value& x) { u.health = readHealth(x); });
   return u;
 }

@@ -8,6 +8,7 @@
 
 #include "chat_forward.hpp"
 #include "chat_record.hpp"
+#include "relay/common/limits.hpp"
 #include "relay/common/request_id.hpp"
 #include "relay/pipeline/steps.hpp"
 #include "relay/pipeline/stream_transform.hpp"
@@ -104,7 +105,8 @@ net::Task<void> deliverStream(Worker& worker, net::ResponseSink& sink, Forwarded
   if (!co_await sink.start(std::move(head))) co_return;
 
   OpenStream registered(worker, f.response.get());
-  StreamTransform transform(callerWantsUsage);
+  const config::Upstream& upstreamConfig = *snap.catalog.upstreams()[f.upstream].config;
+  StreamTransform transform(callerWantsUsage, upstreamConfig.maxEventBytes);
   std::string chunk;
   chunk.reserve(16 * 1024);
   bool more = true;
@@ -131,7 +133,10 @@ net::Task<void> deliverStream(Worker& worker, net::ResponseSink& sink, Forwarded
   } else if (f.response->failure()) {
     why = "upstream '" + name + "' failed mid-stream: " + upstream::describe(f.response->failure());
   } else if (transform.failed()) {
-    why = "upstream '" + name + "' sent an event larger than the gateway accepts";
+    countLimit(Limit::kSseEventBytes);
+    why = "upstream '" + name + "' sent an event larger than " +
+          std::to_string(upstreamConfig.maxEventBytes) +
+          " bytes (upstreams[].max_event_bytes); the stream was ended";
   } else if (transform.pendingBytes() > 0) {
     why = "upstream '" + name + "' ended the stream in the middle of an event";
   }

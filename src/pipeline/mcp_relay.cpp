@@ -2,12 +2,20 @@
 // session) -> forward (credential swapped, session unwrapped, idempotent calls
 // retried while unreachable) -> relay the answer as the server gives it (JSON,
 // 202, or SSE passed through byte for byte, event ids intact) -> record.
+#include <algorithm>
 #include <chrono>
+
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
 
 #include "mcp_forward.hpp"
 #include "relay/common/json_write.hpp"
+#include "relay/common/limits.hpp"
+#include "relay/sse/parser.hpp"
 #include "relay/common/request_id.hpp"
 #include "relay/pipeline/mcp.hpp"
+#include "relay/pipeline/mcp_activity.hpp"
 #include "relay/pipeline/mcp_request.hpp"
 #include "relay/pipeline/respond.hpp"
 #include "relay/pipeline/steps.hpp"
@@ -50,6 +58,36 @@ telemetry::McpMethod methodLabel(std::string_view httpMethod, const JsonRpcPeek&
       break;
   }
   return McpMethod::kOther;
+}
+
+std::int64_t steadyMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             SteadyClock::now().time_since_epoch())
+      .count();
+}
+
+// Ends `session` at its server (best effort, short deadlines): the gateway
+// has forgotten it, so the server should free what it holds.
+net::Task<void> deleteUpstreamSession(McpUpstreams& upstreams, const McpSession& session,
+                                      const config::Config& cfg) {
+  if (session.server >= upstreams.servers.size()) co_return;
+  McpServerRoute& route = upstreams.servers[session.server];
+  if (session.instance >= route.instances.size()) co_return;
+  McpSend send;
+  send.method = "DELETE";
+  send.headers.set("mcp-session-id", session.upstreamId);
+  if (!route.authorization.empty()) send.headers.set("authorization", route.authorization);
+  send.headers.set("user-agent", "kimi-relay");
+  send.pinned = session.instance;
+  send.deadlines.connect = std::min(milliseconds(cfg.timeouts.connectMs), milliseconds(2000));
+  send.deadlines.firstByte = milliseconds(2000);
+  send.deadlines.idle = milliseconds(2000);
+  send.deadlines.total = SteadyClock::now() + milliseconds(4000);
+  McpSent sent = co_await sendMcp(upstreams, route, std::move(send));
+  if (sent.response) {
+    std::string ignored;
+    co_await sent.response->readAll(ignored, 64 * 1024);
+  }
 }
 
 // One MCP exchange. Its destructor records it, so an exchange whose caller
@@ -238,6 +276,18 @@ net::Task<void> McpExchange::run(std::string serverName) {
       co_await refuse(std::move(r));
       co_return;
     }
+    // Idle too long (mcp.session_idle_ms): ended here and at the server.
+    const auto idleMs = static_cast<std::int64_t>(snapshot_->config.mcp.sessionIdleMs);
+    if (mcpActivity().touch(*sid, *s, steadyMs(), idleMs) == McpActivity::Touch::kExpired) {
+      co_await deleteUpstreamSession(*upstreams_, *s, snapshot_->config);
+      McpRefusal r{404, kRpcSessionNotFound,
+                   "Session not found: it was idle for longer than " + std::to_string(idleMs) +
+                       " ms (mcp.session_idle_ms) and has ended; initialize a new session.",
+                   "mcp_session_expired"};
+      co_await refuse(std::move(r));
+      co_return;
+    }
+    if (req.method == "DELETE") mcpActivity().forget(*sid);
     send.pinned = s->instance;
     upstreamSession = std::move(s->upstreamId);
   }
@@ -298,6 +348,10 @@ net::Task<void> McpExchange::run(std::string serverName) {
       co_return;
     }
     h.set("mcp-session-id", *wrapped);
+    if (upstreamSession.empty()) {  // a new session: its idle clock starts now
+      mcpActivity().touch(*wrapped, session, steadyMs(),
+                          static_cast<std::int64_t>(snapshot_->config.mcp.sessionIdleMs));
+    }
   }
   if (resp.status() == 401 || resp.status() == 407) {
     // The server refused the gateway's own credential: the caller cannot fix that.
@@ -370,12 +424,30 @@ net::Task<void> McpExchange::deliverStream(upstream::ResponseStream& r, Headers 
     ~Registration() { worker.streamEnded(stream); }
   } registration{worker_, &r};
   worker_.streamStarted(&r);
+  // Whole events only: an event over the server's cap then ends the stream
+  // with an error event of its own, never glued to a partial one.
+  const std::size_t cap = snapshot_->config.mcp.servers[route_->index].maxResponseBytes;
+  sse::Parser events(sse::ParserLimits{cap});
   std::string chunk;
   chunk.reserve(16 * 1024);
   for (;;) {
     chunk.clear();
     bool more = co_await r.read(chunk);
-    if (!chunk.empty() && !co_await sink_.write(chunk)) co_return;  // caller gone
+    events.consume();  // written by the previous round
+    events.feed(chunk);
+    if (events.parse() != sse::ParseStatus::kOk) {
+      countLimit(Limit::kSseEventBytes);
+      std::string error = "event: message\ndata: ";
+      error += jsonRpcErrorBody(peek_.idJson.empty() ? "null" : peek_.idJson, kRpcInternalError,
+                                "MCP server '" + route_->name + "' sent an event larger than " +
+                                    std::to_string(cap) +
+                                    " bytes (mcp.servers[].max_response_bytes); the stream was ended");
+      error += "\n\n";
+      if (co_await sink_.write(error)) co_await sink_.finish();
+      co_return;
+    }
+    std::string_view whole = events.completeBytes();
+    if (!whole.empty() && !co_await sink_.write(whole)) co_return;  // caller gone
     if (!more) break;
   }
   if (r.failure()) {
@@ -389,6 +461,24 @@ net::Task<void> McpExchange::deliverStream(upstream::ResponseStream& r, Headers 
 }
 
 }  // namespace
+
+net::Task<void> runMcpSessionSweeper(Worker& worker) {
+  boost::asio::steady_timer timer(co_await boost::asio::this_coro::executor);
+  for (;;) {
+    std::shared_ptr<const Snapshot> snap = worker.snapshotPtr();
+    const auto idle = milliseconds(snap->config.mcp.sessionIdleMs);
+    timer.expires_after(std::clamp<milliseconds>(idle / 4, milliseconds(250), milliseconds(30'000)));
+    co_await timer.async_wait(boost::asio::use_awaitable);
+    if (worker.shuttingDown()) co_return;
+    snap = worker.snapshotPtr();
+    std::shared_ptr<McpUpstreams> upstreams = worker.mcpUpstreams();
+    if (!upstreams) continue;
+    for (const McpSession& s : mcpActivity().takeExpired(
+             steadyMs(), static_cast<std::int64_t>(snap->config.mcp.sessionIdleMs), 64)) {
+      co_await deleteUpstreamSession(*upstreams, s, snap->config);
+    }
+  }
+}
 
 net::Task<void> handleMcp(Worker& worker, net::Exchange& exchange, std::string serverName) {
   McpExchange mcp(worker, exchange);

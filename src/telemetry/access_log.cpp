@@ -14,6 +14,8 @@
 #include <spdlog/async_logger.h>
 #include <spdlog/sinks/base_sink.h>
 
+#include "relay/common/limits.hpp"
+
 namespace relay::telemetry {
 namespace {
 
@@ -23,6 +25,9 @@ namespace {
 class BatchSink final : public spdlog::sinks::base_sink<std::mutex> {
  public:
   BatchSink(std::FILE* file, bool owned) : file_(file), owned_(owned) {}
+
+  // Batches queued and not yet written (the producers' side of the bound).
+  std::atomic<std::size_t> queued{0};
   ~BatchSink() override {
     std::fflush(file_);
     if (owned_) std::fclose(file_);
@@ -37,6 +42,7 @@ class BatchSink final : public spdlog::sinks::base_sink<std::mutex> {
  protected:
   void sink_it_(const spdlog::details::log_msg& msg) override {
     std::fwrite(msg.payload.data(), 1, msg.payload.size(), file_);
+    queued.fetch_sub(1, std::memory_order_relaxed);
   }
   void flush_() override {
     std::fflush(file_);
@@ -110,7 +116,19 @@ struct AccessLog::Impl {
   bool stopping = false;
   std::thread timer;
 
+  std::size_t maxQueued = 0;  // batches; the rest of the queue is kept for flush tickets
+
+  // Queues a batch, or drops it (counted per line) when the writer is that
+  // far behind: the request path never waits for the disk.
   void send(std::string& batch) {
+    if (sink->queued.fetch_add(1, std::memory_order_relaxed) >= maxQueued) {
+      sink->queued.fetch_sub(1, std::memory_order_relaxed);
+      std::uint64_t lines = 0;
+      for (char c : batch) lines += c == '\n';
+      countLimit(Limit::kAccessLogDropped, lines);
+      batch.clear();
+      return;
+    }
     logger->log(spdlog::level::info, spdlog::string_view_t(batch.data(), batch.size()));
     batch.clear();
   }
@@ -141,6 +159,9 @@ AccessLog::AccessLog(const std::string& target, AccessLogOptions options)
   bool owned = false;
   std::FILE* file = openTarget(target, owned);
   impl_->batchBytes = options.batchBytes;
+  // Flush tickets take a queue slot each; a few are always left for them,
+  // so the queue itself never fills and never blocks a producer.
+  impl_->maxQueued = options.queueBatches > 16 ? options.queueBatches - 8 : options.queueBatches / 2;
   impl_->sink = std::make_shared<BatchSink>(file, owned);
   // One writer thread: batches leave in the order they were queued.
   impl_->pool = std::make_shared<spdlog::details::thread_pool>(options.queueBatches, 1);
@@ -186,7 +207,7 @@ void AccessLog::write(std::string_view line) {
     full.swap(shard.lines);
     shard.lines.reserve(impl_->batchBytes + 1024);
   }
-  impl_->send(full);  // outside the shard lock: may block on a full queue
+  impl_->send(full);  // outside the shard lock
 }
 
 void AccessLog::flush() {

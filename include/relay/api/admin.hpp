@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 
+#include "relay/common/pending.hpp"
 #include "relay/net/exchange.hpp"
 #include "relay/pipeline/snapshot.hpp"
 #include "relay/telemetry/metrics.hpp"
@@ -17,10 +18,11 @@ struct AdminState {
   std::atomic<bool> ready{false};  // false before start-up finishes and while draining
   std::atomic<bool> draining{false};
   telemetry::Metrics* metrics = nullptr;
-  // The running config (for the admin key) and the reload action ("" = done,
-  // else the reason the new config was refused).
+  // The running config (for the admin key) and the reload action: it starts
+  // the reload off the event loops and hands back its result to poll ("" =
+  // done, else the reason the new config was refused).
   std::function<std::shared_ptr<const pipeline::Snapshot>()> snapshot;
-  std::function<std::string()> reload;
+  std::function<std::shared_ptr<PendingText>()> reload;
 };
 
 // The admin listener's handler: GET /healthz, /readyz, /metrics; POST /admin/reload

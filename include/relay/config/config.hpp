@@ -113,6 +113,7 @@ struct Upstream {
   std::uint32_t maxConcurrency = 0;  // 0 = unlimited
   std::uint32_t rpm = 0;             // 0 = unlimited
   std::uint64_t maxResponseBytes = 64u << 20;  // non-streamed and error bodies: 502 beyond this
+  std::uint64_t maxEventBytes = 1u << 20;      // one SSE event of a stream: an error event beyond
   Health health;
 };
 

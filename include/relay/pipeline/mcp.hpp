@@ -60,6 +60,10 @@ struct McpUpstreams {
 std::shared_ptr<McpUpstreams> makeMcpUpstreams(const config::Mcp& mcp,
                                                const McpUpstreams* previous);
 
+// Ends idle MCP sessions at their servers (mcp.session_idle_ms, see
+// mcp_activity.hpp). Runs on one worker until its loop stops.
+net::Task<void> runMcpSessionSweeper(Worker& worker);
+
 // Serves one request on /v1/mcp (`serverName` "") or /v1/mcp/{serverName}.
 net::Task<void> handleMcp(Worker& worker, net::Exchange& exchange, std::string serverName);
 

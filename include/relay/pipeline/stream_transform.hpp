@@ -25,7 +25,12 @@ namespace relay::pipeline {
 class StreamTransform {
  public:
   // `callerWantsUsage`: the caller's own stream_options.include_usage.
-  explicit StreamTransform(bool callerWantsUsage) : callerWantsUsage_(callerWantsUsage) {}
+  // `maxEventBytes`: the largest event held (upstreams[].max_event_bytes); a
+  // longer one fails the stream, which the caller learns by an error event.
+  explicit StreamTransform(bool callerWantsUsage, std::size_t maxEventBytes = kDefaultMaxEventBytes)
+      : parser_(sse::ParserLimits{maxEventBytes}), callerWantsUsage_(callerWantsUsage) {}
+
+  static constexpr std::size_t kDefaultMaxEventBytes = std::size_t{1} << 20;
 
   // Takes the next upstream bytes and returns what the caller must receive now
   // (possibly empty). The view is valid until the next push(). On a malformed

@@ -7,8 +7,10 @@
 // file within `flushEvery`, or at flush() / destruction. Lines of one thread
 // keep their order; lines of different threads interleave by batch (each line
 // carries its own time).
-// When the queue is full (the disk stalls), write() blocks rather than drop a
-// line: the log is an audit record, and the queue absorbs ordinary bursts.
+// When the queue is full (the disk stalls), a batch is dropped and its lines
+// counted (kimi_relay_limit_hits_total{limit="access_log_dropped"}): a worker
+// must never wait for a disk. The queue (queueBatches x batchBytes, 8 MiB by
+// default) absorbs ordinary bursts.
 #pragma once
 
 #include <chrono>

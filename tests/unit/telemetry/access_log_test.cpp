@@ -5,7 +5,15 @@
 #include <type_traits>
 #include <unistd.h>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <thread>
+
 #include <gtest/gtest.h>
+
+#include "relay/common/limits.hpp"
 #include <nlohmann/json.hpp>
 
 #include "relay/common/headers.hpp"
@@ -173,8 +181,9 @@ TEST(AccessLog, WritesOneJsonLinePerRecordAndFlushes) {
   const auto path = tempPath("access");
   std::filesystem::remove(path);
   {
-    // Small batches and queue, no timed flush: write() fills the queue and must block, not drop.
-    AccessLog log(path.string(), AccessLogOptions{1024, 2, seconds(3600)});
+    // Small batches, no timed flush, and a queue that holds the whole burst:
+    // every line arrives, in order.
+    AccessLog log(path.string(), AccessLogOptions{1024, 1024, seconds(3600)});
     Metrics metrics;
     Telemetry telemetry(metrics, &log, test::makeConfig());
     RequestRecord r = fullRecord();
@@ -194,6 +203,43 @@ TEST(AccessLog, WritesOneJsonLinePerRecordAndFlushes) {
   }  // the destructor writes what is queued
   EXPECT_NE(readFile(path).find("{\"last\":true}\n"), std::string::npos);
   std::filesystem::remove(path);
+}
+
+// A writer stuck on its disk (here: a pipe nobody reads) never blocks the
+// request path: batches beyond the queue are dropped and their lines counted,
+// and every line is either written or counted as dropped.
+TEST(AccessLog, AFullQueueDropsAndCountsInsteadOfBlocking) {
+  const auto path = tempPath("fifo");
+  std::filesystem::remove(path);
+  ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0);
+  int reader = ::open(path.c_str(), O_RDONLY | O_NONBLOCK);
+  ASSERT_GE(reader, 0);
+  const std::uint64_t droppedBefore = limitCount(Limit::kAccessLogDropped);
+  constexpr int kLines = 4000;
+  std::string line(200, 'x');
+  std::size_t read = 0;
+  std::thread drainer;
+  {
+    AccessLog log(path.string(), AccessLogOptions{1024, 4, seconds(3600)});
+    for (int i = 0; i < kLines; ++i) log.write(line);  // returns: the pipe is full long before
+    EXPECT_GT(limitCount(Limit::kAccessLogDropped), droppedBefore);
+    // Now read, so that the destructor can write what is queued.
+    drainer = std::thread([&] {
+      int flags = ::fcntl(reader, F_GETFL);
+      ::fcntl(reader, F_SETFL, flags & ~O_NONBLOCK);
+      char buf[65536];
+      for (;;) {
+        ssize_t n = ::read(reader, buf, sizeof buf);
+        if (n <= 0) break;
+        for (ssize_t i = 0; i < n; ++i) read += buf[i] == '\n';
+      }
+    });
+  }  // the destructor writes what is queued, then closes the pipe
+  drainer.join();
+  ::close(reader);
+  std::filesystem::remove(path);
+  EXPECT_EQ(read + (limitCount(Limit::kAccessLogDropped) - droppedBefore),
+            static_cast<std::size_t>(kLines));
 }
 
 TEST(AccessLog, OffWhenTheConfigSaysNothing) {

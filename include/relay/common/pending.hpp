@@ -1,0 +1,31 @@
+// A result computed on a thread of its own and collected by an event loop:
+// work that may block (a config reload reads files, parses YAML and builds
+// every table) never runs on a worker. The loop polls `ready()`: the thread
+// that fills the result never touches the loop, whose io_context may be gone
+// by the time a slow job ends.
+#pragma once
+
+#include <mutex>
+#include <optional>
+#include <string>
+
+namespace relay {
+
+class PendingText {
+ public:
+  void set(std::string value) {
+    std::lock_guard lock(mutex_);
+    value_ = std::move(value);
+  }
+  // The value once set.
+  std::optional<std::string> ready() const {
+    std::lock_guard lock(mutex_);
+    return value_;
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  std::optional<std::string> value_;
+};
+
+}  // namespace relay
