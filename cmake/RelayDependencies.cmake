@@ -12,6 +12,29 @@ pkg_check_modules(NGHTTP2 REQUIRED IMPORTED_TARGET libnghttp2>=1.52)
 add_library(nghttp2 INTERFACE)
 target_link_libraries(nghttp2 INTERFACE PkgConfig::NGHTTP2)
 
+# The HTTP/2 front end relies on nghttp2's rapid-reset mitigation
+# (CVE-2023-44487) and CONTINUATION-flood limit (CVE-2024-28182) as backstops
+# behind its own flood allowance. Upstream has them from 1.57.0 / 1.61.0;
+# Debian 12 backports both to 1.52.0 (1.52.0-1+deb12u1 and later). Test for
+# the functions, not the version number.
+include(CheckSymbolExists)
+set(CMAKE_REQUIRED_INCLUDES ${NGHTTP2_INCLUDE_DIRS})
+set(CMAKE_REQUIRED_LIBRARIES ${NGHTTP2_LINK_LIBRARIES})
+check_symbol_exists(nghttp2_option_set_stream_reset_rate_limit "nghttp2/nghttp2.h"
+                    RELAY_NGHTTP2_RESET_RATE_LIMIT)
+check_symbol_exists(nghttp2_option_set_max_continuations "nghttp2/nghttp2.h"
+                    RELAY_NGHTTP2_MAX_CONTINUATIONS)
+unset(CMAKE_REQUIRED_INCLUDES)
+unset(CMAKE_REQUIRED_LIBRARIES)
+if(NOT RELAY_NGHTTP2_RESET_RATE_LIMIT OR NOT RELAY_NGHTTP2_MAX_CONTINUATIONS)
+  message(FATAL_ERROR
+    "kimi-relay: libnghttp2 ${NGHTTP2_VERSION} lacks the HTTP/2 flood fixes: "
+    "nghttp2_option_set_stream_reset_rate_limit (rapid reset, CVE-2023-44487) and "
+    "nghttp2_option_set_max_continuations (CVE-2024-28182). Install nghttp2 >= 1.61, or "
+    "Debian 12's libnghttp2-dev >= 1.52.0-1+deb12u2 (apt-get upgrade libnghttp2-dev).")
+endif()
+message(STATUS "kimi-relay: libnghttp2 ${NGHTTP2_VERSION} with the rapid-reset and CONTINUATION-flood fixes")
+
 # Asio and Beast, header-only, with the settings every translation unit that
 # includes them must share. Only net/, upstream/ and the binaries link this.
 add_library(relay_asio INTERFACE)

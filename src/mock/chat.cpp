@@ -102,6 +102,16 @@ net::Task<Outcome> MockServer::streamCompletion(net::Exchange& exchange, const C
   head.headers.add("cache-control", "no-cache");
   if (!co_await sink.start(std::move(head))) co_return Outcome::kClientGone;
 
+  if (fault.eventBytes) {
+    // One oversized event first (a data line of that many bytes), then the rest.
+    std::string event = "data: {\"pad\":\"";
+    event.append(std::max<std::uint32_t>(*fault.eventBytes, 32) - 24, 'x');
+    event += "\"}\n\n";
+    for (std::size_t at = 0; at < event.size(); at += 64 * 1024) {
+      if (!co_await sink.write(std::string_view(event).substr(at, 64 * 1024)))
+        co_return Outcome::kClientGone;
+    }
+  }
   ChunkBuilder builder(options_.flavor, plan, includeUsage);
   std::uint64_t pieces = plan.usage.completionTokens;
   if (fault.resetAfterChunks) pieces = std::min<std::uint64_t>(pieces, *fault.resetAfterChunks);

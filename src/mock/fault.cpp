@@ -35,7 +35,8 @@ std::string itemError(std::string_view item, std::string_view why) {
 }  // namespace
 
 bool FaultSpec::isNoop() const {
-  return !status && !hang && !reset && !resetAfterChunks && firstByteDelayMs == 0;
+  return !status && !hang && !reset && !resetAfterChunks && !bodyBytes && !eventBytes &&
+         firstByteDelayMs == 0;
 }
 
 FaultParseResult parseFaultSpec(std::string_view text) {
@@ -103,6 +104,13 @@ FaultParseResult parseFaultSpec(std::string_view text) {
     } else if (key == "reset_after") {
       spec.resetAfterChunks = *number;
       ++actions;
+    } else if (key == "body_bytes" || key == "body_bytes_chunked") {
+      spec.bodyBytes = *number;
+      spec.bodyChunked = key == "body_bytes_chunked";
+      ++actions;
+    } else if (key == "event_bytes") {
+      spec.eventBytes = *number;
+      ++actions;
     } else if (key == "first_byte_delay_ms") {
       spec.firstByteDelayMs = *number;
     } else if (key == "times") {
@@ -114,13 +122,16 @@ FaultParseResult parseFaultSpec(std::string_view text) {
     } else {
       result.error = itemError(item,
                                "unknown key (known: status, retry_after, retry_after_ms, "
-                               "error_type, hang, reset, reset_after, first_byte_delay_ms, times)");
+                               "error_type, hang, reset, reset_after, body_bytes, "
+                               "body_bytes_chunked, event_bytes, first_byte_delay_ms, times)");
       return result;
     }
   }
 
   if (actions > 1) {
-    result.error = "fault spec: status, hang, reset and reset_after exclude one another";
+    result.error =
+        "fault spec: status, hang, reset, reset_after, body_bytes(_chunked) and event_bytes "
+        "exclude one another";
   } else if (!spec.status &&
              (spec.retryAfterSeconds || spec.retryAfterMs || !spec.errorType.empty())) {
     result.error = "fault spec: retry_after, retry_after_ms and error_type need status=";
@@ -145,6 +156,9 @@ std::string describeFault(const FaultSpec& spec) {
   if (spec.hang) item("hang", "");
   if (spec.reset) item("reset", "");
   if (spec.resetAfterChunks) item("reset_after", std::to_string(*spec.resetAfterChunks));
+  if (spec.bodyBytes)
+    item(spec.bodyChunked ? "body_bytes_chunked" : "body_bytes", std::to_string(*spec.bodyBytes));
+  if (spec.eventBytes) item("event_bytes", std::to_string(*spec.eventBytes));
   if (spec.firstByteDelayMs != 0)
     item("first_byte_delay_ms", std::to_string(spec.firstByteDelayMs));
   if (spec.times) item("times", std::to_string(*spec.times));

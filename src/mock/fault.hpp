@@ -14,12 +14,18 @@
 namespace relay::mock {
 
 struct FaultSpec {
-  // At most one of these four "actions" is set; none means "answer normally"
+  // At most one of these "actions" is set; none means "answer normally"
   // (possibly after `firstByteDelayMs`).
   std::optional<int> status;                      // error status 400..599, OpenAI/Moonshot body
   bool hang = false;                              // never answer; wait for the client to leave
   bool reset = false;                             // abort before any response byte
   std::optional<std::uint32_t> resetAfterChunks;  // stream this many chunks, then abort
+  // A 200 whose body is this many bytes: with content-length (body_bytes) or
+  // chunked (body_bytes_chunked); for the relay's max_response_bytes.
+  std::optional<std::uint32_t> bodyBytes;
+  bool bodyChunked = false;
+  // A stream whose first event is this many bytes (event_bytes): for max_event_bytes.
+  std::optional<std::uint32_t> eventBytes;
 
   // Only with `status`.
   std::optional<std::uint32_t> retryAfterSeconds;  // Retry-After: N

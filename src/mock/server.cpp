@@ -99,6 +99,7 @@ net::Task<Outcome> MockServer::api(net::Exchange& exchange, std::uint64_t sequen
     co_return Outcome::kAborted;
   }
   if (fault.status) co_return co_await faultStatus(exchange, fault);
+  if (fault.bodyBytes) co_return co_await faultBody(exchange, *fault.bodyBytes, fault.bodyChunked);
 
   if (!options_.apiKey.empty()) {
     const std::string* auth = headers.find("authorization");
@@ -144,6 +145,37 @@ net::Task<Outcome> MockServer::faultStatus(net::Exchange& exchange, const FaultS
   if (fault.retryAfterMs) head.headers.add("retry-after-ms", std::to_string(*fault.retryAfterMs));
   bool sent = co_await exchange.response->respond(std::move(head), std::move(body));
   co_return sent ? Outcome::kAnswered : Outcome::kClientGone;
+}
+
+// A 200 JSON body of `bytes` bytes (an object padded with spaces), sent whole
+// with its length or chunked in 64 KiB writes.
+net::Task<Outcome> MockServer::faultBody(net::Exchange& exchange, std::uint32_t bytes,
+                                         bool chunked) {
+  net::ResponseSink& sink = *exchange.response;
+  if (!chunked) {
+    std::string body = "{";
+    body.resize(std::max<std::uint32_t>(bytes, 2) - 1, ' ');
+    body += '}';
+    bool sent = co_await sink.respond(makeHead(exchange, 200, kJson), std::move(body));
+    co_return sent ? Outcome::kAnswered : Outcome::kClientGone;
+  }
+  if (!co_await sink.start(makeHead(exchange, 200, kJson))) co_return Outcome::kClientGone;
+  std::string piece(64 * 1024, ' ');
+  std::uint64_t left = bytes;
+  bool first = true;
+  while (left > 0) {
+    std::string_view part(piece.data(), std::min<std::uint64_t>(left, piece.size()));
+    std::string opening;
+    if (first) {
+      opening = "{" + std::string(part.substr(1));
+      part = opening;
+      first = false;
+    }
+    if (!co_await sink.write(part)) co_return Outcome::kClientGone;
+    left -= part.size();
+  }
+  if (!co_await sink.finish()) co_return Outcome::kClientGone;
+  co_return Outcome::kAnswered;
 }
 
 net::Task<void> MockServer::control(net::Exchange& exchange) {

@@ -36,6 +36,7 @@ class MockServer {
  private:
   net::Task<void> control(net::Exchange& exchange);
   net::Task<Outcome> api(net::Exchange& exchange, std::uint64_t sequence);
+  net::Task<Outcome> faultBody(net::Exchange& exchange, std::uint32_t bytes, bool chunked);
   net::Task<Outcome> faultStatus(net::Exchange& exchange, const FaultSpec& fault);
   // chat.cpp
   net::Task<Outcome> chatCompletions(net::Exchange& exchange, const FaultSpec& fault,
