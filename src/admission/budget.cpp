@@ -2,7 +2,9 @@
 
 #include <chrono>
 #include <cmath>
+#include <algorithm>
 #include <limits>
+#include <utility>
 
 namespace relay::admission {
 namespace {
@@ -56,16 +58,27 @@ Budget::Budget(std::string keyName, const BudgetOptions& options, WallTime now)
 void Budget::rollOverIfDue(WallTime now) {
   const std::int64_t nowSec = secondsOf(now);
   // Fast path: one atomic load. Acquire pairs with the release below, so a
-  // thread that sees the new end also sees the zeroed counters.
+  // thread that sees the new end also sees the reset counters.
   if (nowSec < periodEnd_.load(std::memory_order_acquire)) return;
   std::lock_guard lock(rollOver_);
   if (nowSec < periodEnd_.load(std::memory_order_relaxed)) return;  // another thread did it
   const WallTime start = periodStart(options_.period, now);
-  spent_.store(0, std::memory_order_relaxed);
-  inputTokens_.store(0, std::memory_order_relaxed);
-  outputTokens_.store(0, std::memory_order_relaxed);
+  // The old period's settled spend leaves `committed`; holds of requests in
+  // flight stay (they settle into the new period). Exchange + subtract keeps
+  // this exact against settlements and reservations running meanwhile.
+  committedUsd_.fetch_sub(spent_.exchange(0, std::memory_order_relaxed), std::memory_order_relaxed);
+  committedInput_.fetch_sub(inputTokens_.exchange(0, std::memory_order_relaxed),
+                            std::memory_order_relaxed);
+  committedOutput_.fetch_sub(outputTokens_.exchange(0, std::memory_order_relaxed),
+                             std::memory_order_relaxed);
   periodStart_.store(secondsOf(start), std::memory_order_relaxed);
   periodEnd_.store(endSeconds(options_.period, start), std::memory_order_release);
+}
+
+std::string Budget::resetText() const {
+  const std::int64_t end = periodEnd_.load(std::memory_order_relaxed);
+  if (end == kNever) return "it does not reset";
+  return "it resets at " + formatUtc(fromSeconds(end));
 }
 
 std::string Budget::refusalMessage(std::string_view what, std::string_view amount) const {
@@ -76,12 +89,7 @@ std::string Budget::refusalMessage(std::string_view what, std::string_view amoun
   message += what;
   message += " of ";
   message += amount;
-  const std::int64_t end = periodEnd_.load(std::memory_order_relaxed);
-  if (end == kNever) {
-    message += "; it does not reset";
-  } else {
-    message += "; it resets at " + formatUtc(fromSeconds(end));
-  }
+  message += "; " + resetText();
   return message;
 }
 
@@ -90,24 +98,105 @@ std::optional<BudgetRefusal> Budget::check(WallTime now) {
   const std::int64_t end = periodEnd_.load(std::memory_order_relaxed);
   const std::optional<WallTime> resetsAt =
       end == kNever ? std::nullopt : std::optional<WallTime>(fromSeconds(end));
-  if (usdCap_ >= 0 && spent_.load(std::memory_order_relaxed) >= usdCap_) {
+  if (usdCap_ >= 0 && committedUsd_.load(std::memory_order_relaxed) >= usdCap_) {
     return BudgetRefusal{BudgetLimit::kUsd, refusalMessage("budget", formatUsd(usdCap_)), resetsAt};
   }
   if (options_.maxInputTokens &&
-      inputTokens_.load(std::memory_order_relaxed) >= *options_.maxInputTokens) {
+      committedInput_.load(std::memory_order_relaxed) >= *options_.maxInputTokens) {
     return BudgetRefusal{
         BudgetLimit::kInputTokens,
         refusalMessage("input-token budget", std::to_string(*options_.maxInputTokens) + " tokens"),
         resetsAt};
   }
   if (options_.maxOutputTokens &&
-      outputTokens_.load(std::memory_order_relaxed) >= *options_.maxOutputTokens) {
+      committedOutput_.load(std::memory_order_relaxed) >= *options_.maxOutputTokens) {
     return BudgetRefusal{BudgetLimit::kOutputTokens,
                          refusalMessage("output-token budget",
                                         std::to_string(*options_.maxOutputTokens) + " tokens"),
                          resetsAt};
   }
   return std::nullopt;
+}
+
+namespace {
+
+// Adds `ask` to `committed` if the sum stays within `cap` (one CAS loop).
+// `left` receives what was left when refused.
+template <class T>
+bool holdWithin(std::atomic<T>& committed, T ask, std::optional<T> cap, T& left) {
+  T c = committed.load(std::memory_order_relaxed);
+  for (;;) {
+    if (cap && (c > *cap || ask > *cap - c)) {
+      left = c >= *cap ? T{0} : *cap - c;
+      return false;
+    }
+    if (committed.compare_exchange_weak(c, c + ask, std::memory_order_relaxed)) return true;
+  }
+}
+
+}  // namespace
+
+std::variant<BudgetHold, BudgetRefusal> Budget::reserve(const BudgetAsk& ask, WallTime now) {
+  rollOverIfDue(now);
+  const std::int64_t end = periodEnd_.load(std::memory_order_relaxed);
+  const std::optional<WallTime> resetsAt =
+      end == kNever ? std::nullopt : std::optional<WallTime>(fromSeconds(end));
+  const std::string period(periodAdjective(options_.period));
+  NanoUsd usdLeft = 0;
+  const std::optional<NanoUsd> usdCap =
+      usdCap_ >= 0 ? std::optional<NanoUsd>(usdCap_) : std::nullopt;
+  if (!holdWithin(committedUsd_, std::max<NanoUsd>(ask.usd, 0), usdCap, usdLeft)) {
+    return BudgetRefusal{
+        BudgetLimit::kUsd,
+        "key '" + name_ + "' has " + formatUsd(usdLeft) + " left of its " + period +
+            " budget of " + formatUsd(usdCap_) +
+            " (after what was spent and what requests in flight hold), and this request could "
+            "cost up to " +
+            formatUsd(ask.usd) +
+            " (its estimated prompt plus max_tokens at this model's prices); lower max_tokens, or "
+            "wait: " +
+            resetText(),
+        resetsAt};
+  }
+  std::uint64_t tokensLeft = 0;
+  if (!holdWithin(committedInput_, ask.inputTokens, options_.maxInputTokens, tokensLeft)) {
+    committedUsd_.fetch_sub(std::max<NanoUsd>(ask.usd, 0), std::memory_order_relaxed);
+    return BudgetRefusal{
+        BudgetLimit::kInputTokens,
+        "key '" + name_ + "' has " + std::to_string(tokensLeft) + " input tokens left of its " +
+            period + " input-token budget of " + std::to_string(*options_.maxInputTokens) +
+            ", and this request's prompt is estimated at " + std::to_string(ask.inputTokens) +
+            " tokens; " + resetText(),
+        resetsAt};
+  }
+  if (!holdWithin(committedOutput_, ask.outputTokens, options_.maxOutputTokens, tokensLeft)) {
+    committedUsd_.fetch_sub(std::max<NanoUsd>(ask.usd, 0), std::memory_order_relaxed);
+    committedInput_.fetch_sub(ask.inputTokens, std::memory_order_relaxed);
+    return BudgetRefusal{
+        BudgetLimit::kOutputTokens,
+        "key '" + name_ + "' has " + std::to_string(tokensLeft) + " output tokens left of its " +
+            period + " output-token budget of " + std::to_string(*options_.maxOutputTokens) +
+            ", and this request may produce up to " + std::to_string(ask.outputTokens) +
+            " (max_tokens); lower max_tokens, or wait: " + resetText(),
+        resetsAt};
+  }
+  BudgetAsk held = ask;
+  held.usd = std::max<NanoUsd>(ask.usd, 0);
+  return BudgetHold(this, held);
+}
+
+void Budget::settleHold(const BudgetAsk& held, const BudgetAsk& actual, WallTime now) {
+  rollOverIfDue(now);
+  const NanoUsd usd = std::max<NanoUsd>(actual.usd, 0);
+  // Spent first, then the hold becomes the actual: a reservation racing this
+  // sees, at worst, both for an instant — never less than the truth.
+  if (usd > 0) spent_.fetch_add(usd, std::memory_order_relaxed);
+  if (actual.inputTokens) inputTokens_.fetch_add(actual.inputTokens, std::memory_order_relaxed);
+  if (actual.outputTokens) outputTokens_.fetch_add(actual.outputTokens, std::memory_order_relaxed);
+  committedUsd_.fetch_add(usd - held.usd, std::memory_order_relaxed);
+  // Unsigned wrap-around adds the (possibly negative) difference exactly.
+  committedInput_.fetch_add(actual.inputTokens - held.inputTokens, std::memory_order_relaxed);
+  committedOutput_.fetch_add(actual.outputTokens - held.outputTokens, std::memory_order_relaxed);
 }
 
 void Budget::record(double usd, std::uint64_t inputTokens, std::uint64_t outputTokens,
@@ -117,15 +206,21 @@ void Budget::record(double usd, std::uint64_t inputTokens, std::uint64_t outputT
 
 void Budget::recordNanoUsd(NanoUsd cost, std::uint64_t inputTokens, std::uint64_t outputTokens,
                            WallTime now) {
-  rollOverIfDue(now);
-  if (cost > 0) spent_.fetch_add(cost, std::memory_order_relaxed);
-  if (inputTokens != 0) inputTokens_.fetch_add(inputTokens, std::memory_order_relaxed);
-  if (outputTokens != 0) outputTokens_.fetch_add(outputTokens, std::memory_order_relaxed);
+  settleHold(BudgetAsk{}, BudgetAsk{cost, inputTokens, outputTokens}, now);
 }
 
 BudgetUsage Budget::usage(WallTime now) {
   rollOverIfDue(now);
   return snapshot();
+}
+
+BudgetAsk Budget::held() const {
+  return BudgetAsk{committedUsd_.load(std::memory_order_relaxed) -
+                       spent_.load(std::memory_order_relaxed),
+                   committedInput_.load(std::memory_order_relaxed) -
+                       inputTokens_.load(std::memory_order_relaxed),
+                   committedOutput_.load(std::memory_order_relaxed) -
+                       outputTokens_.load(std::memory_order_relaxed)};
 }
 
 BudgetUsage Budget::snapshot() const {
@@ -139,11 +234,40 @@ BudgetUsage Budget::snapshot() const {
 void Budget::restore(const BudgetUsage& usage) {
   std::lock_guard lock(rollOver_);
   const WallTime start = periodStart(options_.period, usage.periodStart);
+  // Holds of requests in flight (none at start-up) stay on top of the restored spend.
+  const BudgetAsk holds = held();
   spent_.store(usage.spent, std::memory_order_relaxed);
   inputTokens_.store(usage.inputTokens, std::memory_order_relaxed);
   outputTokens_.store(usage.outputTokens, std::memory_order_relaxed);
+  committedUsd_.store(usage.spent + holds.usd, std::memory_order_relaxed);
+  committedInput_.store(usage.inputTokens + holds.inputTokens, std::memory_order_relaxed);
+  committedOutput_.store(usage.outputTokens + holds.outputTokens, std::memory_order_relaxed);
   periodStart_.store(secondsOf(start), std::memory_order_relaxed);
   periodEnd_.store(endSeconds(options_.period, start), std::memory_order_release);
+}
+
+BudgetHold::BudgetHold(BudgetHold&& other) noexcept
+    : budget_(std::exchange(other.budget_, nullptr)),
+      held_(other.held_),
+      usedSoFar_(other.usedSoFar_) {}
+
+BudgetHold& BudgetHold::operator=(BudgetHold&& other) noexcept {
+  if (this != &other) {
+    if (budget_) budget_->settleHold(held_, usedSoFar_, std::chrono::system_clock::now());
+    budget_ = std::exchange(other.budget_, nullptr);
+    held_ = other.held_;
+    usedSoFar_ = other.usedSoFar_;
+  }
+  return *this;
+}
+
+BudgetHold::~BudgetHold() {
+  if (budget_) budget_->settleHold(held_, usedSoFar_, std::chrono::system_clock::now());
+}
+
+void BudgetHold::settle(const BudgetAsk& actual, WallTime now) {
+  if (!budget_) return;
+  std::exchange(budget_, nullptr)->settleHold(held_, actual, now);
 }
 
 }  // namespace relay::admission

@@ -28,6 +28,11 @@ void Refusal::appendHeaders(Headers& headers) const {
   if (kind == RefusalKind::kRequests || kind == RefusalKind::kTokens) {
     headers.set("retry-after", std::to_string(retryAfterSeconds(retryAfter)));
     headers.set("retry-after-ms", std::to_string(retryAfterMillis(retryAfter)));
+  } else if (kind == RefusalKind::kConcurrency) {
+    // When a slot frees is not known; without a hint SDKs retry at once and
+    // meet the same full slots. A second is the shortest wait worth making.
+    headers.set("retry-after", std::to_string(retryAfterSeconds(kConcurrencyRetryAfter)));
+    headers.set("retry-after-ms", std::to_string(retryAfterMillis(kConcurrencyRetryAfter)));
   }
   headers.set("x-should-retry", retryable() ? "true" : "false");
 }

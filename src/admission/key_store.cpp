@@ -176,10 +176,12 @@ AuthResult KeyStore::authenticate(const Headers& headers) const {
     }
   }
   const std::string* apiKey = headers.find("x-api-key");
-  if (hasBearer && apiKey && *apiKey != bearer) {
+  // Two credentials are refused whether or not they match: which one a
+  // gateway (or the next proxy) would honour is exactly what must not be guessed.
+  if (hasBearer && apiKey) {
     r.status = AuthStatus::kConflict;
     r.message =
-        "both Authorization and x-api-key are present with different keys; send only one of them";
+        "the key was sent twice, in Authorization and in x-api-key; send it once, in one of them";
     return r;
   }
   std::string_view key = hasBearer ? bearer

@@ -1,5 +1,8 @@
 // The checks made before any upstream is involved (chat.hpp: planChat).
+#include <algorithm>
+
 #include "relay/admission/token_estimate.hpp"
+#include "relay/telemetry/cost.hpp"
 #include "relay/pipeline/chat.hpp"
 #include "relay/pipeline/steps.hpp"
 
@@ -63,19 +66,33 @@ std::optional<ApiError> checkRequest(const Snapshot& snap, const net::Exchange& 
 std::optional<ApiError> admit(const Snapshot& snap, admission::KeyLimiter& limiter,
                               ChatPlan& plan) {
   const auto& clock = admission::SystemClock::instance();
-  admission::Budget& budget = snap.budgets->budget(plan.tenant->index);
-  if (std::optional<admission::BudgetRefusal> spent = budget.check(clock.wallNow())) {
-    plan.refusal = telemetry::RefusalReason::kBudget;
-    ApiError e{429, std::move(spent->message), "insufficient_quota", "insufficient_quota"};
-    e.headers.add("x-should-retry", "false");  // waiting for a retry cannot refill a budget
-    return e;
-  }
   const ChatRequestFields& f = plan.fields;
   plan.promptEstimate = admission::estimatePromptTokens(f.messageTextBytes);
   std::uint64_t reserve = admission::reservationFor(
       plan.promptEstimate, f.maxTokens, f.maxCompletionTokens, snap.config.defaultMaxTokens);
+  const std::uint64_t completionCap = reserve - std::min(reserve, plan.promptEstimate);
+
+  // The budget first: the most this request can cost, held atomically with
+  // the check, so parallel requests cannot all slip under a nearly spent cap.
+  const telemetry::Price& worst = snap.worstPrices[plan.route->index];
+  telemetry::Cost maxCost =
+      telemetry::costOf(worst, telemetry::Usage{static_cast<std::int64_t>(plan.promptEstimate), 0,
+                                                static_cast<std::int64_t>(completionCap)});
+  admission::BudgetAsk ask{static_cast<admission::NanoUsd>((maxCost.picoUsd + 999) / 1000),
+                           plan.promptEstimate, completionCap};
+  admission::Budget& budget = snap.budgets->budget(plan.tenant->index);
+  auto held = budget.reserve(ask, clock.wallNow());
+  if (auto* refused = std::get_if<admission::BudgetRefusal>(&held)) {
+    plan.refusal = telemetry::RefusalReason::kBudget;
+    ApiError e{429, std::move(refused->message), "insufficient_quota", "insufficient_quota"};
+    e.headers.add("x-should-retry", "false");  // waiting for a retry cannot refill a budget
+    return e;
+  }
+  plan.budgetHold = std::move(std::get<admission::BudgetHold>(held));
+
   admission::AdmitResult admitted = limiter.admit(reserve, clock.steadyNow());
   if (!admitted) {
+    plan.budgetHold = admission::BudgetHold();  // released: this request costs nothing
     const admission::Refusal& r = admitted.refusal();
     switch (r.kind) {
       case admission::RefusalKind::kRequests:

@@ -92,11 +92,14 @@ void ChatRecord::settle() {
         static_cast<std::uint64_t>(r.usage.promptTokens + r.usage.completionTokens);
     const auto& clock = admission::SystemClock::instance();
     if (plan->reservation.active()) plan->reservation.settle(used, clock.steadyNow());
-    if (used > 0) {
+    admission::BudgetAsk actual{static_cast<admission::NanoUsd>(settled.cost.picoUsd / 1000),
+                                static_cast<std::uint64_t>(r.usage.promptTokens),
+                                static_cast<std::uint64_t>(r.usage.completionTokens)};
+    if (plan->budgetHold.active()) {
+      plan->budgetHold.settle(actual, clock.wallNow());  // the hold becomes the real cost
+    } else if (used > 0) {
       snapshot_.budgets->budget(tenant->index)
-          .recordNanoUsd(static_cast<admission::NanoUsd>(settled.cost.picoUsd / 1000),
-                         static_cast<std::uint64_t>(r.usage.promptTokens),
-                         static_cast<std::uint64_t>(r.usage.completionTokens), clock.wallNow());
+          .recordNanoUsd(actual.usd, actual.inputTokens, actual.outputTokens, clock.wallNow());
     }
   }
 }

@@ -1,5 +1,7 @@
 #include "relay/pipeline/snapshot.hpp"
 
+#include <algorithm>
+
 #include "relay/admission/clock.hpp"
 #include "relay/upstream/resilience_config.hpp"
 
@@ -106,6 +108,22 @@ Snapshot::Snapshot(config::Config cfg, const Services& services, const Snapshot*
   }
   telemetry = std::make_shared<telemetry::Telemetry>(metrics, services.accessLog, config,
                                                      config.metrics.nodeIds);
+  for (const upstream::ModelRoute& route : catalog.routes()) {
+    telemetry::Price worst;
+    auto consider = [&](const upstream::ModelRoute& r) {
+      for (const upstream::Candidate& c : r.candidates) {
+        const telemetry::Price* p =
+            telemetry->prices().find(r.model, catalog.upstreams()[c.upstream].name);
+        if (!p) continue;
+        worst.inputMicroUsd = std::max(worst.inputMicroUsd, p->inputMicroUsd);
+        worst.cachedInputMicroUsd = std::max(worst.cachedInputMicroUsd, p->cachedInputMicroUsd);
+        worst.outputMicroUsd = std::max(worst.outputMicroUsd, p->outputMicroUsd);
+      }
+    };
+    consider(route);
+    for (const upstream::ModelRoute* fb : fallbacks[route.index]) consider(*fb);
+    worstPrices.push_back(worst);
+  }
 }
 
 }  // namespace relay::pipeline

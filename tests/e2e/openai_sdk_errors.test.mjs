@@ -19,7 +19,7 @@ const keyOf = (name) => `kr-test-sdk-${name}-3f5b7d9a1c3e5f7b9d1a`;
 const KEYS = {
   'rate-a': { limits: { rpm: 60, rpm_burst: 1 } },
   'rate-b': { limits: { rpm: 60, rpm_burst: 1 } },
-  quota: { budget: { max_output_tokens: 1 } },
+  quota: { budget: { max_output_tokens: 25 } },
   plain: {},
 };
 
@@ -115,8 +115,8 @@ describe('rate limits', () => {
 describe('insufficient_quota is final', () => {
   test('a spent budget: RateLimitError insufficient_quota, and the SDK does not retry it', async () => {
     const { sdk, calls } = client('quota', { maxRetries: 2 });
-    await sdk.chat.completions.create({ model: 'kimi-k2', messages }); // spends 20 output tokens of 1
-    await assert.rejects(sdk.chat.completions.create({ model: 'kimi-k2', messages }), (err) => {
+    await sdk.chat.completions.create({ model: 'kimi-k2', messages, max_tokens: 20 }); // 20 of 25
+    await assert.rejects(sdk.chat.completions.create({ model: 'kimi-k2', messages, max_tokens: 20 }), (err) => {
       assert.ok(err instanceof OpenAI.RateLimitError, `got ${err?.constructor?.name}: ${err?.message}`);
       assert.equal(err.code, 'insufficient_quota');
       assert.equal(err.type, 'insufficient_quota');

@@ -13,6 +13,7 @@ import { join } from 'node:path';
 import { after, afterEach, before, beforeEach, describe, test } from 'node:test';
 
 import { resetMocks } from '../lib/fixtures.mjs';
+import { metricSum, scrapeMetrics } from '../lib/metrics.mjs';
 import {
   chatRequest,
   collectSse,
@@ -90,53 +91,126 @@ describe('caps', () => {
       budgetConfig(
         {
           'out-cap': { max_output_tokens: 30, period: 'day' },
-          'in-cap': { max_input_tokens: 10 },
+          'in-cap': { max_input_tokens: 40 },
           'usd-cap': { usd: 0.001, period: 'total' },
           'stream-cap': { max_output_tokens: 5 },
-          'cut-cap': { max_output_tokens: 3 },
+          'cut-cap': { max_output_tokens: 8 },
         },
-        // 100 USD per million completion tokens: 20 tokens cost 0.002 USD.
+        // 100 USD per million completion tokens: 10 tokens cost 0.001 USD.
         { prices: [{ model: 'm-priced', input: 0, output: 100 }] },
       ),
     );
   });
 
-  test('max_output_tokens: admitted while under, 429 insufficient_quota once reached', async () => {
-    await expectServed(await chat(env.caps, 'out-cap', {}, { 'x-mock-chunks': '20' })); // 20 of 30
-    await expectServed(await chat(env.caps, 'out-cap', {}, { 'x-mock-chunks': '20' })); // 40 of 30
-    const message = await expectBudgetRefusal(await chat(env.caps, 'out-cap'), 'out-cap', /output-token budget/);
+  // Budgets are reserved: a request is admitted only if its worst case (the
+  // estimated prompt, its max_tokens) fits in what is left.
+  test('max_output_tokens: a request whose max_tokens does not fit is refused, naming what is left', async () => {
+    await env.mock.resetStats();
+    await expectServed(await chat(env.caps, 'out-cap', { max_tokens: 20 }, { 'x-mock-chunks': '20' })); // 20 of 30
+    const message = await expectBudgetRefusal(await chat(env.caps, 'out-cap', { max_tokens: 20 }), 'out-cap', /output-token budget/);
+    assert.match(message, /\b10 output tokens left\b/);
     assert.match(message, /\b30\b/);
+    assert.match(message, /max_tokens/, 'says what to lower');
     assert.match(message, /resets at \d{4}-\d\d-\d\dT00:00:00Z/, 'a daily budget says when it resets');
-    assert.equal((await env.mock.stats()).requests, 2, 'the refused request never reached the upstream');
+    await expectServed(await chat(env.caps, 'out-cap', { max_tokens: 10 }, { 'x-mock-chunks': '10' })); // 30 of 30
+    await expectBudgetRefusal(await chat(env.caps, 'out-cap', { max_tokens: 1 }), 'out-cap', /\b0 output tokens left/);
+    assert.equal((await env.mock.stats()).requests, 2, 'the refused requests never reached the upstream');
   });
 
-  test('max_input_tokens counts the prompt tokens the upstream reported', async () => {
-    // 60 characters: 15 prompt tokens by the mock's count.
-    await expectServed(await chat(env.caps, 'in-cap', { messages: [{ role: 'user', content: 'x'.repeat(60) }] }));
-    await expectBudgetRefusal(await chat(env.caps, 'in-cap'), 'in-cap', /input-token budget of 10 tokens/);
+  test('max_input_tokens: the prompt is held at its estimate and charged what the upstream reported', async () => {
+    // 120 characters: estimated at 37 tokens (fits 40), reported as 30 by the mock.
+    await expectServed(await chat(env.caps, 'in-cap', { messages: [{ role: 'user', content: 'x'.repeat(120) }] }));
+    // 40 characters: estimated at 17; 40 - 30 = 10 left (the estimate of the first is gone).
+    const message = await expectBudgetRefusal(
+      await chat(env.caps, 'in-cap', { messages: [{ role: 'user', content: 'x'.repeat(40) }] }),
+      'in-cap',
+      /input-token budget of 40/,
+    );
+    assert.match(message, /\b10 input tokens left\b/);
   });
 
-  test('usd: the price table turns usage into spend', async () => {
-    await expectServed(await chat(env.caps, 'usd-cap', { model: 'm-priced' }, { 'x-mock-chunks': '20' }));
-    const message = await expectBudgetRefusal(await chat(env.caps, 'usd-cap', { model: 'm-priced' }), 'usd-cap', /budget/);
+  test('usd: the price table turns usage into spend, and the worst case into a hold', async () => {
+    // max_tokens 11 could cost $0.0011 > $0.001: refused before any spend.
+    await expectBudgetRefusal(await chat(env.caps, 'usd-cap', { model: 'm-priced', max_tokens: 11 }), 'usd-cap', /\$0\.001\b/);
+    await expectServed(await chat(env.caps, 'usd-cap', { model: 'm-priced', max_tokens: 10 }, { 'x-mock-chunks': '10' }));
+    const message = await expectBudgetRefusal(await chat(env.caps, 'usd-cap', { model: 'm-priced', max_tokens: 1 }), 'usd-cap', /budget/);
+    assert.match(message, /\$0\.00 left/);
     assert.match(message, /\$0\.001\b/);
     assert.match(message, /does not reset/);
   });
 
   test('a stream is charged its usage', async () => {
-    const res = await chat(env.caps, 'stream-cap', { stream: true }, { 'x-mock-chunks': '8' });
+    const res = await chat(env.caps, 'stream-cap', { stream: true, max_tokens: 5 }, { 'x-mock-chunks': '8' });
     assert.equal(res.status, 200);
     const events = await collectSse(res);
     assert.ok(events.at(-1).done);
-    await expectBudgetRefusal(await chat(env.caps, 'stream-cap'), 'stream-cap', /output-token budget/);
+    await expectBudgetRefusal(await chat(env.caps, 'stream-cap', { max_tokens: 1 }), 'stream-cap', /\b0 output tokens left/);
   });
 
-  test('a stream cut short is charged what it produced', async () => {
-    const res = await chat(env.caps, 'cut-cap', { stream: true }, { 'x-mock-chunks': '10', 'x-mock-fault': 'reset_after=4' });
+  test('a stream cut short is charged what it produced, not its hold', async () => {
+    const res = await chat(env.caps, 'cut-cap', { stream: true, max_tokens: 8 }, { 'x-mock-chunks': '10', 'x-mock-fault': 'reset_after=4' });
     assert.equal(res.status, 200);
     const events = await collectSse(res);
     assert.ok(events.at(-1).json?.error, 'the cut stream ends with an error event');
-    await expectBudgetRefusal(await chat(env.caps, 'cut-cap'), 'cut-cap', /output-token budget/);
+    const message = await expectBudgetRefusal(await chat(env.caps, 'cut-cap', { max_tokens: 5 }), 'cut-cap', /output-token budget/);
+    assert.match(message, /\b4 output tokens left\b/, 'the 4 produced tokens were charged');
+    await expectServed(await chat(env.caps, 'cut-cap', { max_tokens: 4 }, { 'x-mock-chunks': '4' }));
+  });
+});
+
+// A swarm runaway: many requests at once against a nearly spent budget. The
+// budget is a ceiling whatever the parallelism.
+describe('hard ceilings under parallel load', () => {
+  const PARALLEL = 40;
+  before(async () => {
+    env.parallel = await relayFor(
+      budgetConfig(
+        {
+          'usd-par': { usd: 0.045, period: 'total' },
+          'out-par': { max_output_tokens: 40, period: 'total' },
+        },
+        // $100 per million completion tokens: max_tokens 172 holds $0.0172, 20 tokens cost $0.002.
+        { prices: [{ model: 'm-priced', input: 0, output: 100 }] },
+      ),
+    );
+  });
+
+  const metricCost = async (key) =>
+    metricSum(await scrapeMetrics(env.parallel), 'kimi_relay_cost_usd_total', { key });
+
+  test(`${PARALLEL} parallel requests never spend more than budget.usd`, async () => {
+    const results = await Promise.all(
+      Array.from({ length: PARALLEL }, () =>
+        chat(env.parallel, 'usd-par', { model: 'm-priced', max_tokens: 172 }, { 'x-mock-chunks': '20', 'x-mock-chunk-delay-ms': '20' }).then(
+          async (res) => ({ status: res.status, text: await res.text() }),
+        ),
+      ),
+    );
+    const served = results.filter((r) => r.status === 200).length;
+    const refused = results.filter((r) => r.status === 429);
+    assert.equal(served + refused.length, PARALLEL, JSON.stringify(results.map((r) => r.status)));
+    assert.ok(served >= 2, `at least two worst cases ($0.0344) fit in $0.045; served ${served}`);
+    for (const r of refused) assert.equal(JSON.parse(r.text).error.code, 'insufficient_quota');
+    const spent = await metricCost('usd-par');
+    assert.ok(spent <= 0.045 + 1e-12, `spent $${spent} of a $0.045 budget`);
+    assert.ok(Math.abs(spent - served * 0.002) < 1e-9, `each served request cost $0.002; spent ${spent} for ${served}`);
+  });
+
+  test(`${PARALLEL} parallel requests never produce more than max_output_tokens`, async () => {
+    const results = await Promise.all(
+      Array.from({ length: PARALLEL }, () =>
+        chat(env.parallel, 'out-par', { max_tokens: 20 }, { 'x-mock-chunks': '20', 'x-mock-chunk-delay-ms': '20' }).then(
+          async (res) => ({ status: res.status, body: await res.text() }),
+        ),
+      ),
+    );
+    let produced = 0;
+    for (const r of results) {
+      if (r.status === 200) produced += JSON.parse(r.body).usage.completion_tokens;
+      else assert.equal(r.status, 429);
+    }
+    assert.ok(produced <= 40, `${produced} output tokens against a budget of 40`);
+    assert.ok(produced >= 40, `two requests of 20 fit: ${produced}`);
   });
 });
 
@@ -161,7 +235,7 @@ describe('spend across restarts (state_dir)', () => {
   test('a stream is charged exactly its usage; a cut stream exactly what it produced', async () => {
     const dir = stateDir();
     const relay = await relayFor(configIn(dir));
-    const full = await chat(relay, 'persist', { stream: true }, { 'x-mock-chunks': '8' });
+    const full = await chat(relay, 'persist', { stream: true, max_tokens: 10 }, { 'x-mock-chunks': '8' });
     assert.equal(full.status, 200);
     assert.ok((await collectSse(full)).at(-1).done);
     await waitFor(() => savedOutputTokens(dir) === 8, {
@@ -170,7 +244,7 @@ describe('spend across restarts (state_dir)', () => {
       what: 'the 8 completion tokens the upstream reported, charged exactly',
     });
 
-    const cut = await chat(relay, 'persist', { stream: true }, { 'x-mock-chunks': '10', 'x-mock-fault': 'reset_after=4' });
+    const cut = await chat(relay, 'persist', { stream: true, max_tokens: 10 }, { 'x-mock-chunks': '10', 'x-mock-fault': 'reset_after=4' });
     assert.equal(cut.status, 200);
     assert.ok((await collectSse(cut)).at(-1).json?.error);
     // No usage arrived: the 4 chunks the caller received are charged, not the reservation.
@@ -184,22 +258,24 @@ describe('spend across restarts (state_dir)', () => {
   test('SIGTERM: spend under the cap resumes after a restart and then reaches it', async () => {
     const dir = stateDir();
     const first = await relayFor(configIn(dir));
-    await expectServed(await chat(first, 'persist', {}, { 'x-mock-chunks': '20' })); // 20 of 30
+    await expectServed(await chat(first, 'persist', { max_tokens: 20 }, { 'x-mock-chunks': '20' })); // 20 of 30
     const status = await first.stop('SIGTERM');
     assert.equal(status.code, 0, `clean shutdown, got ${JSON.stringify(status)}`);
     assert.equal(savedOutputTokens(dir), 20, 'a clean shutdown writes the spend');
 
     const second = await relayFor(configIn(dir));
-    await expectServed(await chat(second, 'persist', {}, { 'x-mock-chunks': '20' })); // 40 of 30
-    await expectBudgetRefusal(await chat(second, 'persist'), 'persist', /output-token budget/);
+    // The restored 20 count: max_tokens 20 no longer fits, 10 does.
+    await expectBudgetRefusal(await chat(second, 'persist', { max_tokens: 20 }), 'persist', /\b10 output tokens left/);
+    await expectServed(await chat(second, 'persist', { max_tokens: 10 }, { 'x-mock-chunks': '10' })); // 30 of 30
+    await expectBudgetRefusal(await chat(second, 'persist', { max_tokens: 1 }), 'persist', /output-token budget/);
     await second.stop('SIGTERM');
-    assert.equal(savedOutputTokens(dir), 40);
+    assert.equal(savedOutputTokens(dir), 30);
   });
 
-  test('SIGTERM: a restarted gateway refuses a key whose restored spend is over the cap', async () => {
+  test('SIGTERM: a restarted gateway refuses a key whose restored spend is at the cap', async () => {
     const dir = stateDir();
     const first = await relayFor(configIn(dir));
-    await expectServed(await chat(first, 'persist', {}, { 'x-mock-chunks': '40' }));
+    await expectServed(await chat(first, 'persist', { max_tokens: 30 }, { 'x-mock-chunks': '30' }));
     await first.stop('SIGTERM');
 
     const second = await relayFor(configIn(dir));
@@ -212,9 +288,9 @@ describe('spend across restarts (state_dir)', () => {
     const dir = stateDir();
     const first = await relayFor(configIn(dir));
     const t0 = performance.now();
-    await expectServed(await chat(first, 'persist', {}, { 'x-mock-chunks': '40' }));
+    await expectServed(await chat(first, 'persist', { max_tokens: 30 }, { 'x-mock-chunks': '30' }));
     // The flusher writes every 2 s: the spend must be on disk within that.
-    await waitFor(() => savedOutputTokens(dir) === 40, { timeoutMs: 4000, intervalMs: 100, what: 'budgets.json to hold the spend' });
+    await waitFor(() => savedOutputTokens(dir) === 30, { timeoutMs: 4000, intervalMs: 100, what: 'budgets.json to hold the spend' });
     const flushedAfter = performance.now() - t0;
     assert.ok(flushedAfter < 3000, `flushed after ${flushedAfter.toFixed(0)} ms`);
     const status = await first.stop('SIGKILL');

@@ -92,6 +92,12 @@ describe('authentication', () => {
     assert.match(err.message, /authorization/i);
   });
 
+  test('Authorization and x-api-key with the same key: 400 saying to send it once', async () => {
+    const err = await expectRefusal(400, { key: KEYS.full, headers: { 'x-api-key': KEYS.full } });
+    assert.equal(err.code, 'conflicting_api_keys');
+    assert.match(err.message, /once/);
+  });
+
   test('the refusal bodies never echo a key', async () => {
     for (const headers of [
       { authorization: `Bearer ${KEYS.full}x` },

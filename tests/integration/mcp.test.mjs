@@ -147,7 +147,7 @@ for (const [index, protocol] of SUITE.entries()) {
     test('the caller’s credentials never reach the server; its own key and Host are used', async () => {
       const { rec } = env;
       const before = rec.requests.length;
-      const leaky = { 'x-api-key': KEY_ALPHA, cookie: `token=${KEY_ALPHA}`, origin: ALLOWED_ORIGIN };
+      const leaky = { cookie: `token=${KEY_ALPHA}`, origin: ALLOWED_ORIGIN, 'x-custom-thing': KEY_ALPHA };
       const { reply, session } = await initialize(client, { path: '/v1/mcp', headers: leaky });
       assert.equal(reply.headers['x-relay-region'], 'hkg');
       assert.ok(!rec.sessions.has(session), 'the gateway id is not the upstream id');
@@ -169,7 +169,7 @@ for (const [index, protocol] of SUITE.entries()) {
       for (const r of seen) {
         assert.deepEqual(recordedHeader(r, 'authorization'), [`Bearer ${SERVER_KEY}`]);
         assert.deepEqual(recordedHeader(r, 'host'), [rec.hostPort]);
-        for (const name of ['x-api-key', 'cookie', 'origin', 'proxy-authorization']) {
+        for (const name of ['x-api-key', 'cookie', 'origin', 'proxy-authorization', 'x-custom-thing']) {
           assert.deepEqual(recordedHeader(r, name), [], `${name} was forwarded`);
         }
         const all = JSON.stringify(r.headers) + r.body;

@@ -147,11 +147,23 @@ describe('credential injection', () => {
     });
   }
 
-  test('the same key in both Authorization and x-api-key is accepted', async () => {
-    const id = `both-${randomUUID()}`;
+  test('the same key in both Authorization and x-api-key is refused: send it once', async () => {
     const res = await postChat(env.relay, chatRequest(), {
       key: KEYS.full,
-      headers: { 'x-api-key': KEYS.full, 'x-request-id': id },
+      headers: { 'x-api-key': KEYS.full },
+    });
+    assert.equal(res.status, 400);
+    const body = await res.json();
+    assert.equal(body.error.code, 'conflicting_api_keys');
+    assert.match(body.error.message, /once/);
+  });
+
+  test('x-api-key alone authenticates and never reaches the upstream', async () => {
+    const id = `xkey-${randomUUID()}`;
+    const res = await fetch(`${env.relay.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-api-key': KEYS.full, 'x-request-id': id },
+      body: JSON.stringify(chatRequest()),
     });
     assert.equal(res.status, 200, await res.text());
     const rec = await recordedById(id);

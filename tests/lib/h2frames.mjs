@@ -67,7 +67,23 @@ export function settingsFrame(values = {}) {
   return frame(TYPE.SETTINGS, 0, 0, body);
 }
 
-export const SETTING = { ENABLE_PUSH: 0x2, MAX_CONCURRENT_STREAMS: 0x3, INITIAL_WINDOW_SIZE: 0x4 };
+export const SETTING = {
+  HEADER_TABLE_SIZE: 0x1,
+  ENABLE_PUSH: 0x2,
+  MAX_CONCURRENT_STREAMS: 0x3,
+  INITIAL_WINDOW_SIZE: 0x4,
+  MAX_FRAME_SIZE: 0x5,
+  MAX_HEADER_LIST_SIZE: 0x6,
+};
+
+// The {id: value} pairs of a received SETTINGS frame.
+export function parseSettings(f) {
+  const values = {};
+  for (let at = 0; at + 6 <= f.payload.length; at += 6) {
+    values[f.payload.readUInt16BE(at)] = f.payload.readUInt32BE(at + 2);
+  }
+  return values;
+}
 
 export const settingsAck = () => frame(TYPE.SETTINGS, FLAG.ACK, 0);
 export const pingFrame = (opaque) => frame(TYPE.PING, 0, 0, opaque);
@@ -80,6 +96,20 @@ export function windowUpdateFrame(streamId, increment) {
 
 export const dataFrame = (streamId, payload, { endStream = false } = {}) =>
   frame(TYPE.DATA, endStream ? FLAG.END_STREAM : 0, streamId, Buffer.from(payload));
+
+export function rstStreamFrame(streamId, errorCode) {
+  const body = Buffer.alloc(4);
+  body.writeUInt32BE(errorCode);
+  return frame(TYPE.RST_STREAM, 0, streamId, body);
+}
+
+// PRIORITY (RFC 9113 §6.3): non-exclusive dependency on `dependsOn`, weight 16.
+export function priorityFrame(streamId, dependsOn = 0, weight = 16) {
+  const body = Buffer.alloc(5);
+  body.writeUInt32BE(dependsOn & 0x7fffffff);
+  body.writeUInt8(weight - 1, 4);
+  return frame(TYPE.PRIORITY, 0, streamId, body);
+}
 
 // HPACK integer with an n-bit prefix (RFC 7541 §5.1).
 function hpackInteger(value, prefixBits, firstByteFlags = 0) {
@@ -106,6 +136,75 @@ export function encodeHeaderBlock(fields) {
     bytes.push(0x00, ...hpackInteger(n.length, 7), ...n, ...hpackInteger(v.length, 7), ...v);
   }
   return Buffer.from(bytes);
+}
+
+// Header-list size of `fields` as RFC 7541 §4.1 (and SETTINGS_MAX_HEADER_LIST_SIZE) counts it:
+// name + value + 32 octets per field.
+export const headerListSize = (fields) =>
+  fields.reduce((n, [name, value]) => n + Buffer.byteLength(name, 'latin1') + Buffer.byteLength(String(value), 'latin1') + 32, 0);
+
+// HPACK representations that use the dynamic table (RFC 7541 §6.1, §6.2.1), for
+// header blocks that decode to far more than they weigh on the wire:
+//   hpackIncrementalLiteral(name, value)  literal with incremental indexing, new
+//                                         name: the field becomes dynamic entry 62
+//   hpackIndexed(index)                   indexed field (62 = the newest dynamic entry)
+export function hpackIncrementalLiteral(name, value) {
+  const n = Buffer.from(name.toLowerCase(), 'latin1');
+  const v = Buffer.from(String(value), 'latin1');
+  return Buffer.from([0x40, ...hpackInteger(n.length, 7), ...n, ...hpackInteger(v.length, 7), ...v]);
+}
+export const hpackIndexed = (index) => Buffer.from(hpackInteger(index, 7, 0x80));
+
+// A HEADERS frame around an already encoded header block.
+export const headersFrameRaw = (streamId, block, { endStream = false, endHeaders = true } = {}) =>
+  frame(TYPE.HEADERS, (endHeaders ? FLAG.END_HEADERS : 0) | (endStream ? FLAG.END_STREAM : 0), streamId, block);
+
+// The :status of a response HEADERS frame, decoded just far enough: the first
+// representation, a static-table index or a literal (plain or Huffman-coded
+// digits). Needs a server that cannot refer to its dynamic table, i.e. a client
+// that announced SETTINGS_HEADER_TABLE_SIZE 0; a leading table-size update is skipped.
+const STATIC_STATUS = { 8: 200, 9: 204, 10: 206, 11: 304, 12: 400, 13: 404, 14: 500 };
+const HUFFMAN_DIGITS = [
+  ['00000', '0'], ['00001', '1'], ['00010', '2'], ['011001', '3'], ['011010', '4'],
+  ['011011', '5'], ['011100', '6'], ['011101', '7'], ['011110', '8'], ['011111', '9'],
+];
+export function responseStatus(f) {
+  let at = 0;
+  const p = f.payload;
+  const readInt = (prefixBits) => {
+    const max = (1 << prefixBits) - 1;
+    let value = p[at++] & max;
+    if (value < max) return value;
+    let shift = 0;
+    for (;;) {
+      const b = p[at++];
+      value += (b & 0x7f) * 2 ** shift;
+      shift += 7;
+      if (!(b & 0x80)) return value;
+    }
+  };
+  while ((p[at] & 0xe0) === 0x20) readInt(5); // dynamic table size update
+  const first = p[at];
+  if (first & 0x80) {
+    const index = readInt(7);
+    if (!(index in STATIC_STATUS)) throw new Error(`:status is indexed field ${index}`);
+    return STATIC_STATUS[index];
+  }
+  const index = first & 0x40 ? readInt(6) : readInt(4);
+  if (index !== 8) throw new Error(`first field is not :status (name index ${index})`);
+  const huffman = (p[at] & 0x80) !== 0;
+  const length = readInt(7);
+  const bytes = p.subarray(at, at + length);
+  if (!huffman) return Number(bytes.toString('latin1'));
+  let bits = [...bytes].map((b) => b.toString(2).padStart(8, '0')).join('');
+  let text = '';
+  while (bits.length > 0 && !/^1{1,7}$/.test(bits)) {
+    const hit = HUFFMAN_DIGITS.find(([code]) => bits.startsWith(code));
+    if (!hit) throw new Error(`:status is not Huffman-coded digits: ${bytes.toString('hex')}`);
+    text += hit[1];
+    bits = bits.slice(hit[0].length);
+  }
+  return Number(text);
 }
 
 export const headersFrame = (streamId, fields, { endStream = false } = {}) =>

@@ -5,16 +5,21 @@
 // $0.15 per million (1.5e-5 USD) to whole units. int64 nano-dollars hold over
 // 9 billion USD.
 //
-// check() runs at admission and record() at settlement, both on every request,
-// from any worker: the counters are atomics and the period boundary is one
-// atomic read on the fast path. Only the roll-over into a new period takes this
-// budget's mutex. Records for the new period are never lost: a thread sees the
-// new period only after the counters were reset. A record stamped just before
-// the boundary that races the roll-over is either dropped with the old period
-// (where it belongs) or counted in the new one.
+// Budgets are a hard ceiling under any parallelism: admission *reserves* the
+// most a request can cost (reserve()), atomically with the check, and the
+// request settles to its real cost when it ends (BudgetHold::settle). Each
+// dimension (nano-dollars, input tokens, output tokens) keeps two counters:
+// `spent` (settled) and `committed` (settled + held by requests in flight).
+// A reservation is one compare-exchange on `committed` against the cap, so 40
+// parallel requests against a nearly spent budget are admitted only while
+// their worst cases fit; spend can exceed the cap only by what a request costs
+// beyond its own reservation (an under-estimated prompt), never by parallelism.
 //
-// A budget is checked before admission, not reserved: requests admitted while
-// spend is below the cap may overshoot it by what they cost.
+// Every call may come from any worker: the counters are atomics and the
+// period boundary is one atomic read on the fast path. Only the roll-over
+// into a new period takes this budget's mutex; it moves the old period's
+// settled spend out of `committed` and keeps the holds of requests still in
+// flight, which settle into the new period.
 #pragma once
 
 #include <atomic>
@@ -22,6 +27,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <variant>
 
 #include "relay/admission/budget_period.hpp"
 #include "relay/admission/clock.hpp"
@@ -54,6 +60,41 @@ struct BudgetRefusal {
   std::optional<WallTime> resetsAt;  // nullopt for a `total` budget
 };
 
+// The most one request may cost, held at admission.
+struct BudgetAsk {
+  NanoUsd usd = 0;
+  std::uint64_t inputTokens = 0;
+  std::uint64_t outputTokens = 0;
+};
+
+class Budget;
+
+// A request's reservation against its key's budget. Settle it once with the
+// real cost; dropped unsettled it releases the hold and charges what
+// setUsedSoFar() last said (nothing by default).
+class BudgetHold {
+ public:
+  BudgetHold() = default;
+  BudgetHold(BudgetHold&& other) noexcept;
+  BudgetHold& operator=(BudgetHold&& other) noexcept;
+  BudgetHold(const BudgetHold&) = delete;
+  BudgetHold& operator=(const BudgetHold&) = delete;
+  ~BudgetHold();
+
+  bool active() const { return budget_ != nullptr; }
+  const BudgetAsk& held() const { return held_; }
+  void setUsedSoFar(const BudgetAsk& used) { usedSoFar_ = used; }
+  // Moves the hold to the real cost. Later calls do nothing.
+  void settle(const BudgetAsk& actual, WallTime now);
+
+ private:
+  friend class Budget;
+  BudgetHold(Budget* budget, const BudgetAsk& held) : budget_(budget), held_(held) {}
+  Budget* budget_ = nullptr;
+  BudgetAsk held_;
+  BudgetAsk usedSoFar_;
+};
+
 struct BudgetUsage {
   WallTime periodStart;
   NanoUsd spent = 0;
@@ -68,16 +109,23 @@ class Budget {
   Budget(const Budget&) = delete;
   Budget& operator=(const Budget&) = delete;
 
-  // Refuses once a cap has been reached (spend >= cap), the dollar cap first.
+  // Refuses once a cap has been reached (spent + held >= cap), the dollar cap first.
   std::optional<BudgetRefusal> check(WallTime now);
+
+  // Holds `ask` if it fits under every cap (spent + held + ask <= cap), else
+  // refuses with what is left and when the period resets. Uncapped
+  // dimensions are held too (so that a reload adding a cap counts them).
+  std::variant<BudgetHold, BudgetRefusal> reserve(const BudgetAsk& ask, WallTime now);
 
   // Adds a settled request's cost and usage to the period containing `now`.
   void record(double usd, std::uint64_t inputTokens, std::uint64_t outputTokens, WallTime now);
   void recordNanoUsd(NanoUsd cost, std::uint64_t inputTokens, std::uint64_t outputTokens,
                      WallTime now);
 
-  // The current period's usage (rolling over first when `now` is past it).
+  // The current period's settled usage (rolling over first when `now` is past it).
   BudgetUsage usage(WallTime now);
+  // What requests in flight hold now (committed - spent).
+  BudgetAsk held() const;
   // The usage as stored, consistent with respect to roll-over (for the store).
   BudgetUsage snapshot() const;
   // Replaces the stored usage (the store, at load). `usage.periodStart` must
@@ -88,8 +136,11 @@ class Budget {
   const BudgetOptions& options() const { return options_; }
 
  private:
+  friend class BudgetHold;
   void rollOverIfDue(WallTime now);
+  void settleHold(const BudgetAsk& held, const BudgetAsk& actual, WallTime now);
   std::string refusalMessage(std::string_view what, std::string_view amount) const;
+  std::string resetText() const;
 
   std::string name_;
   BudgetOptions options_;
@@ -101,6 +152,10 @@ class Budget {
   std::atomic<NanoUsd> spent_{0};
   std::atomic<std::uint64_t> inputTokens_{0};
   std::atomic<std::uint64_t> outputTokens_{0};
+  // spent + held, per dimension: what reservations are checked against.
+  std::atomic<NanoUsd> committedUsd_{0};
+  std::atomic<std::uint64_t> committedInput_{0};
+  std::atomic<std::uint64_t> committedOutput_{0};
   mutable std::mutex rollOver_;  // held only to roll over, restore and snapshot
 };
 

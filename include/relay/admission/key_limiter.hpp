@@ -43,9 +43,12 @@ struct LimitOptions {
 enum class RefusalKind {
   kRequests,     // request bucket empty: retryAfter is exact
   kTokens,       // token bucket short of this request's reservation: retryAfter is exact
-  kConcurrency,  // all slots busy: no known time, retryAfter is 0
+  kConcurrency,  // all slots busy: no known time; the headers say kConcurrencyRetryAfter
   kTooLarge,     // reservation above the token bucket's capacity: waiting never helps
 };
+
+// The Retry-After of a concurrency refusal (when a slot frees is unknown).
+inline constexpr std::chrono::seconds kConcurrencyRetryAfter{1};
 
 struct Refusal {
   RefusalKind kind = RefusalKind::kRequests;

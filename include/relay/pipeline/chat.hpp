@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <optional>
 
+#include "relay/admission/budget.hpp"
 #include "relay/admission/key_limiter.hpp"
 #include "relay/common/chat_request.hpp"
 #include "relay/net/exchange.hpp"
@@ -21,6 +22,7 @@ struct ChatPlan {
   const upstream::ModelRoute* route = nullptr;
   std::uint64_t promptEstimate = 0;    // tokens, from the message text (token_estimate.hpp)
   admission::Reservation reservation;  // tokens and a concurrency slot, settled at the end
+  admission::BudgetHold budgetHold;    // the most this request may cost, settled to the real cost
   std::optional<telemetry::RefusalReason> refusal;  // why admission said no, for metrics
 };
 

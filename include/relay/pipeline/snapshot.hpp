@@ -46,6 +46,9 @@ struct Snapshot {
   const upstream::RetryPlanner planner;
   // Per route (catalog index): the routes of its fallback models, in order.
   std::vector<std::vector<const upstream::ModelRoute*>> fallbacks;
+  // Per route: the dearest price any upstream of it or of its fallback models
+  // charges, per token kind — what a budget reservation assumes.
+  std::vector<telemetry::Price> worstPrices;
   std::shared_ptr<telemetry::Telemetry> telemetry;
   telemetry::Metrics& metrics;
 };

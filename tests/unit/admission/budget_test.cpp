@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <thread>
+#include <variant>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -178,6 +179,101 @@ TEST(Budget, ConcurrentRollOverHappensOnce) {
     th.join();
   // Every record of the new day survives: the roll-over reset ran before them.
   EXPECT_EQ(budget.usage(next).spent, 40'000);
+}
+
+
+// Reservations: the worst case is held against the cap at admission, the real
+// cost replaces it at settlement.
+TEST(BudgetHold, AReservationThatDoesNotFitIsRefusedWithWhatIsLeft) {
+  const WallTime t = utc("2026-11-15T10:00:00Z");
+  Budget budget("planner", BudgetOptions{.usd = 0.045, .period = BudgetPeriod::kMonth}, t);
+  const BudgetAsk worst{toNanoUsd(0.0172), 100, 172};
+  auto a = budget.reserve(worst, t);
+  auto b = budget.reserve(worst, t);
+  ASSERT_TRUE(std::holds_alternative<BudgetHold>(a));
+  ASSERT_TRUE(std::holds_alternative<BudgetHold>(b));
+  auto c = budget.reserve(worst, t);  // 0.0344 held: 0.0106 left < 0.0172
+  ASSERT_TRUE(std::holds_alternative<BudgetRefusal>(c));
+  const BudgetRefusal& r = std::get<BudgetRefusal>(c);
+  EXPECT_EQ(r.limit, BudgetLimit::kUsd);
+  EXPECT_NE(r.message.find("$0.0106 left"), std::string::npos) << r.message;
+  EXPECT_NE(r.message.find("$0.0172"), std::string::npos) << r.message;
+  EXPECT_NE(r.message.find("resets at 2026-12-01T00:00:00Z"), std::string::npos) << r.message;
+  EXPECT_EQ(budget.held().usd, 2 * toNanoUsd(0.0172));
+
+  // Settling to the real cost frees the difference at once.
+  std::get<BudgetHold>(a).settle(BudgetAsk{toNanoUsd(0.002), 100, 20}, t);
+  EXPECT_EQ(budget.usage(t).spent, toNanoUsd(0.002));
+  EXPECT_EQ(budget.held().usd, toNanoUsd(0.0172));
+  auto d = budget.reserve(worst, t);  // fits again
+  ASSERT_TRUE(std::holds_alternative<BudgetHold>(d));
+  std::get<BudgetHold>(d).settle(BudgetAsk{}, t);  // a request that cost nothing
+  EXPECT_EQ(budget.usage(t).spent, toNanoUsd(0.002));
+  EXPECT_EQ(budget.held().usd, toNanoUsd(0.0172));
+}
+
+TEST(BudgetHold, DroppedUnsettledItChargesWhatWasUsedSoFar) {
+  // A dropped hold settles at the wall clock's now: use a budget that never rolls over.
+  const WallTime t = utc("2026-11-15T10:00:00Z");
+  Budget budget("k", BudgetOptions{.period = BudgetPeriod::kTotal, .maxOutputTokens = 100}, t);
+  {
+    auto h = budget.reserve(BudgetAsk{0, 0, 60}, t);
+    ASSERT_TRUE(std::holds_alternative<BudgetHold>(h));
+    std::get<BudgetHold>(h).setUsedSoFar(BudgetAsk{0, 0, 7});
+  }
+  EXPECT_EQ(budget.usage(t).outputTokens, 7u);
+  EXPECT_EQ(budget.held().outputTokens, 0u);
+}
+
+// However many threads reserve at once, what is held never passes the cap,
+// and the spend equals exactly the settled costs.
+TEST(BudgetHold, AHardCeilingUnderParallelReservations) {
+  const WallTime t = utc("2026-11-15T10:00:00Z");
+  Budget budget("swarm", BudgetOptions{.usd = 1.0, .period = BudgetPeriod::kTotal}, t);
+  constexpr int kThreads = 8;
+  constexpr int kEach = 2000;
+  std::atomic<NanoUsd> settled{0};
+  std::atomic<bool> overdrawn{false};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kThreads; ++i) {
+    threads.emplace_back([&, i] {
+      for (int n = 0; n < kEach; ++n) {
+        auto h = budget.reserve(BudgetAsk{toNanoUsd(0.01), 0, 0}, t);
+        if (budget.held().usd + budget.usage(t).spent > toNanoUsd(1.0)) overdrawn = true;
+        if (auto* hold = std::get_if<BudgetHold>(&h)) {
+          NanoUsd cost = (n + i) % 3 == 0 ? toNanoUsd(0.01) : toNanoUsd(0.001);
+          hold->settle(BudgetAsk{cost, 0, 0}, t);
+          settled += cost;
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_FALSE(overdrawn.load());
+  EXPECT_EQ(budget.usage(t).spent, settled.load());
+  EXPECT_LE(budget.usage(t).spent, toNanoUsd(1.0));
+  EXPECT_GE(budget.usage(t).spent, toNanoUsd(0.99));  // it was used up to the cap, not stopped early
+  EXPECT_EQ(budget.held().usd, 0);
+}
+
+// A request held in one period and settled in the next counts in the next;
+// the old period's spend does not.
+TEST(BudgetHold, HoldsSurviveTheRollOverIntoTheNewPeriod) {
+  const WallTime nov = utc("2026-11-30T23:59:59Z");
+  const WallTime dec = utc("2026-12-01T00:00:01Z");
+  Budget budget("k", BudgetOptions{.period = BudgetPeriod::kMonth, .maxOutputTokens = 100}, nov);
+  budget.recordNanoUsd(0, 0, 90, nov);
+  auto h = budget.reserve(BudgetAsk{0, 0, 10}, nov);
+  ASSERT_TRUE(std::holds_alternative<BudgetHold>(h));
+  EXPECT_TRUE(std::holds_alternative<BudgetRefusal>(budget.reserve(BudgetAsk{0, 0, 1}, nov)));
+  // December: the 90 are gone, the 10 held are still held.
+  EXPECT_EQ(budget.usage(dec).outputTokens, 0u);
+  EXPECT_EQ(budget.held().outputTokens, 10u);
+  EXPECT_TRUE(std::holds_alternative<BudgetRefusal>(budget.reserve(BudgetAsk{0, 0, 91}, dec)));
+  std::get<BudgetHold>(h).settle(BudgetAsk{0, 0, 4}, dec);
+  EXPECT_EQ(budget.usage(dec).outputTokens, 4u);
+  EXPECT_EQ(budget.held().outputTokens, 0u);
+  EXPECT_TRUE(std::holds_alternative<BudgetHold>(budget.reserve(BudgetAsk{0, 0, 96}, dec)));
 }
 
 }  // namespace

@@ -145,7 +145,9 @@ TEST_F(KeyLimiterTest, ConcurrencySlotsAreHeldUntilSettleOrDrop) {
   EXPECT_TRUE(c.refusal().retryable());
   Headers h;
   c.refusal().appendHeaders(h);
-  EXPECT_FALSE(h.contains("retry-after"));  // no true time to give
+  // When a slot frees is unknown: a second's hint, so SDKs do not retry at once.
+  EXPECT_EQ(h.get("retry-after"), "1");
+  EXPECT_EQ(h.get("retry-after-ms"), "1000");
   EXPECT_EQ(h.get("x-should-retry"), "true");
 
   a.reservation().settle(10, now());

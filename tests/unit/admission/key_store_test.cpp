@@ -59,9 +59,15 @@ TEST(KeyStore, FindsTheTenantByBearerOrXApiKey) {
   ASSERT_EQ(r.status, AuthStatus::kOk);
   EXPECT_EQ(r.tenant->name, "worker");
 
-  // The scheme is case-insensitive; both headers with the same key are fine.
-  h.add("Authorization", "bEaReR " + std::string(kWorkerKey));
-  EXPECT_EQ(store.authenticate(h).status, AuthStatus::kOk);
+  // The scheme is case-insensitive.
+  Headers mixed;
+  mixed.add("Authorization", "bEaReR " + std::string(kWorkerKey));
+  EXPECT_EQ(store.authenticate(mixed).status, AuthStatus::kOk);
+  // The key in both headers is refused even when it is the same key: send it once.
+  h.add("Authorization", "Bearer " + std::string(kWorkerKey));
+  AuthResult twice = store.authenticate(h);
+  EXPECT_EQ(twice.status, AuthStatus::kConflict);
+  EXPECT_NE(twice.message.find("once"), std::string::npos);
 }
 
 TEST(KeyStore, EveryWrongKeyGetsItsOwnAnswerAndNoneEchoesTheKey) {
