@@ -13,6 +13,7 @@
 #include "gateway.hpp"
 #include "healthcheck.hpp"
 #include "relay/admission/key_store.hpp"
+#include "relay/admission/state_dir_lock.hpp"
 #include "relay/api/router.hpp"
 #include "relay/config/parse.hpp"
 #include "relay/net/server.hpp"
@@ -87,8 +88,11 @@ int runGateway(const std::string& path) {
   telemetry::Metrics metrics;
   std::unique_ptr<telemetry::AccessLog> accessLog;
   std::shared_ptr<const pipeline::Snapshot> snapshot;
+  std::unique_ptr<admission::StateDirLock> stateLock;
   pipeline::Services services{&metrics, nullptr};
   try {
+    // Held for the process's life: one gateway per state_dir.
+    if (!cfg.stateDir.empty()) stateLock = std::make_unique<admission::StateDirLock>(cfg.stateDir);
     accessLog = telemetry::AccessLog::open(cfg.log);
     services.accessLog = accessLog.get();
     snapshot = std::make_shared<const pipeline::Snapshot>(cfg, services);

@@ -302,6 +302,21 @@ describe('spend across restarts (state_dir)', () => {
     assert.equal((await env.mock.stats()).requests, 0);
   });
 
+  test('a second gateway on the same state_dir is refused at start-up instead of overwriting spend', async () => {
+    const dir = stateDir();
+    const first = await relayFor(configIn(dir));
+    await assert.rejects(startRelay(configIn(dir)), (err) => {
+      assert.match(err.message, /exited early \(code [1-9]/, err.message);
+      assert.match(err.message, /in use by another kimi-relay process \(pid \d+\)/);
+      assert.ok(err.message.includes(dir), err.message);
+      return true;
+    });
+    await first.stop('SIGTERM');
+    // Once the first is gone the directory is free again.
+    const again = await relayFor(configIn(dir));
+    await again.stop('SIGTERM');
+  });
+
   for (const [label, contents] of [
     ['truncated JSON', '{"version": 1, "keys": {"persist": {"period": "total", '],
     ['a negative spend', JSON.stringify({

@@ -1333,3 +1333,147 @@ describe('upstream answers (max_response_bytes, max_event_bytes, max_attempts)',
     assert.equal(seen.length, 1, `the upstream received the POST ${seen.length} times`);
   });
 });
+
+// ---------------------------------------------------------------------------
+
+describe("an upstream that refuses the gateway's key", () => {
+  const RIGHT_KEY = 'sk-edge-keyed-mock-right-7a9c1e3b5d7f9a1c3e5b';
+  const BAD_KEY = 'sk-edge-gateway-wrong-2d4f6a8c0e2b4d6f8a0c';
+  const env = {};
+  before(async () => {
+    env.keyed = await startMock({ name: 'keyed', apiKey: RIGHT_KEY });
+    env.good = await startMock({ name: 'good', apiKey: UPSTREAM_KEY });
+    const health = { eject_after_failures: 5, base_ejection_ms: 60_000 };
+    env.relay = await startRelay(
+      relayConfig({
+        keys: [{ name: 'edge', key: KEY }],
+        upstreams: [
+          { name: 'bad-solo', url: env.keyed.url, apiKey: BAD_KEY, models: { 'm-solo': 'm-solo' }, health },
+          // Much heavier than 'good': picked first while it is healthy.
+          { name: 'bad', url: env.keyed.url, apiKey: BAD_KEY, weight: 1000, models: { 'm-shared': 'm-shared' }, health },
+          { name: 'good', url: env.good.url, apiKey: UPSTREAM_KEY, weight: 1, models: { 'm-shared': 'm-shared' }, health },
+        ],
+      }),
+    );
+  });
+  after(() => stopAll(env));
+
+  // Every 8-character piece of `secret`.
+  const pieces = (secret) => Array.from({ length: secret.length - 7 }, (_, i) => secret.slice(i, i + 8));
+
+  test('alone: 502 upstream_auth_failed naming the upstream, x-should-retry false, no part of either key', async () => {
+    const res = await postChat(env.relay, chatRequest({ model: 'm-solo' }), { key: KEY });
+    const text = await res.text();
+    assert.equal(res.status, 502, text);
+    assert.equal(res.headers.get('x-should-retry'), 'false');
+    const err = JSON.parse(text).error;
+    assert.equal(err.code, 'upstream_auth_failed');
+    assert.match(err.message, /'bad-solo'/);
+    for (const piece of [...pieces(BAD_KEY), ...pieces(RIGHT_KEY), ...pieces(KEY)]) {
+      assert.ok(!text.includes(piece), `the answer holds part of a key (${piece}): ${text}`);
+    }
+    assert.doesNotMatch(text, /Incorrect API key/, "the upstream's own words about the key were passed on");
+  });
+
+  test('beside a good upstream: served by it, the refusing one is ejected (credential_refused), the next request goes straight to the good one', async () => {
+    const ejections = async () =>
+      metricSum(await scrape(env.relay), 'kimi_relay_upstream_ejections_total', { upstream: 'bad', reason: 'credential_refused' });
+    const before = await ejections();
+    const first = await postChat(env.relay, chatRequest({ model: 'm-shared' }), { key: KEY });
+    const firstText = await first.text();
+    assert.equal(first.status, 200, firstText);
+    assert.equal(first.headers.get('x-relay-upstream'), 'good');
+    assert.equal(first.headers.get('x-relay-attempts'), '2', 'the heavy, refusing upstream was not tried first');
+    assert.ok((await ejections()) - before >= 1, 'no credential_refused ejection of upstream bad');
+
+    const keyedBefore = (await env.keyed.requests()).length;
+    const second = await postChat(env.relay, chatRequest({ model: 'm-shared' }), { key: KEY });
+    assert.equal(second.status, 200, await second.text());
+    assert.equal(second.headers.get('x-relay-upstream'), 'good');
+    assert.equal(second.headers.get('x-relay-attempts'), '1');
+    assert.equal((await env.keyed.requests()).length, keyedBefore, 'the ejected upstream was asked again');
+  });
+});
+
+describe('what reaches an upstream', () => {
+  const env = {};
+  before(async () => {
+    env.mock = await startMock({ name: 'fwd', apiKey: UPSTREAM_KEY });
+    const spec = {
+      keys: [{ name: 'edge', key: KEY }],
+      upstreams: [{ name: 'fwd', url: env.mock.url, apiKey: UPSTREAM_KEY, models: { [MODEL]: MODEL } }],
+    };
+    env.relay = await startRelay(relayConfig(spec));
+    env.proxied = await startRelay(relayConfig({ ...spec, server: { trusted_proxies: ['127.0.0.0/8'] } }));
+  });
+  after(() => stopAll(env));
+
+  // POSTs with node:http (fetch would refuse or rewrite some of these fields)
+  // and returns the request the mock recorded.
+  async function sendAndRecord(relay, headers, { bearer = true } = {}) {
+    const marker = `fwd-${Math.random().toString(36).slice(2)}`;
+    const body = JSON.stringify(chatRequest({ model: MODEL, messages: [{ role: 'user', content: marker }] }));
+    const status = await new Promise((resolve, reject) => {
+      const req = http.request(
+        `${relay.url}/v1/chat/completions`,
+        {
+          method: 'POST',
+          agent: false,
+          headers: {
+            ...(bearer ? { authorization: `Bearer ${KEY}` } : {}),
+            'content-type': 'application/json',
+            'content-length': Buffer.byteLength(body),
+            ...headers,
+          },
+        },
+        (res) => {
+          res.resume();
+          res.on('end', () => resolve(res.statusCode));
+        },
+      );
+      req.on('error', reject);
+      req.end(body);
+    });
+    assert.equal(status, 200);
+    const recorded = (await env.mock.requests()).filter((r) => r.body.includes(marker));
+    assert.equal(recorded.length, 1);
+    return recorded[0];
+  }
+
+  test('caller fields pass by allow-list: identity and credentials stay, SDK and tracing fields go on', async () => {
+    const r = await sendAndRecord(env.relay, {
+      'OpenAI-Organization': 'org-edge',
+      'OpenAI-Project': 'proj-edge',
+      cookie: 'session=edge-cookie',
+      'x-api-key': KEY, // the caller's key a second time (a different one is refused as conflicting)
+      'x-custom-thing': 'custom',
+      'user-agent': 'edge-agent/1.0',
+      'idempotency-key': 'idem-edge-1',
+      'x-stainless-retry-count': '0',
+      traceparent: '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01',
+    });
+    for (const name of ['openai-organization', 'openai-project', 'cookie', 'x-api-key', 'x-custom-thing']) {
+      assert.deepEqual(headerValues(r, name), [], `${name} reached the upstream`);
+    }
+    assert.equal(headerValue(r, 'user-agent'), 'edge-agent/1.0');
+    assert.equal(headerValue(r, 'idempotency-key'), 'idem-edge-1');
+    assert.equal(headerValue(r, 'x-stainless-retry-count'), '0');
+    assert.equal(headerValue(r, 'traceparent'), '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01');
+    assert.equal(headerValue(r, 'authorization'), `Bearer ${UPSTREAM_KEY}`, "the upstream's own key, not the caller's");
+    assert.ok(!JSON.stringify(r.headers).includes(KEY), "the caller's key reached the upstream");
+
+    // A caller that authenticates with x-api-key alone: it does not go on either.
+    const viaApiKey = await sendAndRecord(env.relay, { 'x-api-key': KEY }, { bearer: false });
+    assert.deepEqual(headerValues(viaApiKey, 'x-api-key'), []);
+    assert.ok(!JSON.stringify(viaApiKey.headers).includes(KEY), "the caller's key reached the upstream");
+  });
+
+  test("X-Forwarded-For from an untrusted peer is replaced by the peer's address; from a trusted proxy the peer is appended", async () => {
+    const direct = await sendAndRecord(env.relay, { 'x-forwarded-for': '6.6.6.6' });
+    assert.deepEqual(headerValues(direct, 'x-forwarded-for'), ['127.0.0.1']);
+    const proxied = await sendAndRecord(env.proxied, { 'x-forwarded-for': '6.6.6.6' });
+    assert.deepEqual(headerValues(proxied, 'x-forwarded-for'), ['6.6.6.6, 127.0.0.1']);
+    const none = await sendAndRecord(env.proxied, {});
+    assert.deepEqual(headerValues(none, 'x-forwarded-for'), ['127.0.0.1']);
+  });
+});
