@@ -40,25 +40,27 @@ void Refusal::appendHeaders(Headers& headers) const {
 Reservation::Reservation(Reservation&& other) noexcept
     : limiter_(std::exchange(other.limiter_, nullptr)),
       reserved_(other.reserved_),
-      usedSoFar_(other.usedSoFar_) {}
+      usedSoFar_(other.usedSoFar_),
+      holdsSlot_(other.holdsSlot_) {}
 
 Reservation& Reservation::operator=(Reservation&& other) noexcept {
   if (this != &other) {
-    if (limiter_) limiter_->finish(reserved_, usedSoFar_, limiter_->clock_.steadyNow());
+    if (limiter_) limiter_->finish(reserved_, usedSoFar_, limiter_->clock_.steadyNow(), holdsSlot_);
     limiter_ = std::exchange(other.limiter_, nullptr);
     reserved_ = other.reserved_;
     usedSoFar_ = other.usedSoFar_;
+    holdsSlot_ = other.holdsSlot_;
   }
   return *this;
 }
 
 Reservation::~Reservation() {
-  if (limiter_) limiter_->finish(reserved_, usedSoFar_, limiter_->clock_.steadyNow());
+  if (limiter_) limiter_->finish(reserved_, usedSoFar_, limiter_->clock_.steadyNow(), holdsSlot_);
 }
 
 void Reservation::settle(std::uint64_t actualTokens, SteadyTime now) {
   if (!limiter_) return;
-  std::exchange(limiter_, nullptr)->finish(reserved_, actualTokens, now);
+  std::exchange(limiter_, nullptr)->finish(reserved_, actualTokens, now, holdsSlot_);
 }
 
 KeyLimiter::KeyLimiter(std::string keyName, const LimitOptions& options, const Clock& clock)
@@ -79,7 +81,7 @@ Refusal KeyLimiter::bucketRefusal(RefusalKind kind, const TokenBucket& bucket,
   return Refusal{kind, wait, std::move(message)};
 }
 
-AdmitResult KeyLimiter::admit(std::uint64_t estimatedTokens, SteadyTime now) {
+AdmitResult KeyLimiter::admit(std::uint64_t estimatedTokens, SteadyTime now, bool holdSlot) {
   if (tokens_ && estimatedTokens > tokens_->capacity()) {
     return AdmitResult(Refusal{
         RefusalKind::kTooLarge, std::chrono::nanoseconds(0),
@@ -102,7 +104,8 @@ AdmitResult KeyLimiter::admit(std::uint64_t estimatedTokens, SteadyTime now) {
     return AdmitResult(bucketRefusal(RefusalKind::kTokens, *tokens_, estimatedTokens, wait, now));
   }
 
-  if (maxInFlight_ != 0) {
+  const bool slot = holdSlot && maxInFlight_ != 0;
+  if (slot) {
     // A compare-exchange rather than increment-then-undo: a transient overshoot
     // could make a concurrent admit see "full" while a slot is actually free.
     std::uint32_t current = inFlight_.load(std::memory_order_relaxed);
@@ -122,7 +125,7 @@ AdmitResult KeyLimiter::admit(std::uint64_t estimatedTokens, SteadyTime now) {
   if (requests_) {
     const TakeResult r = requests_->tryTake(1, now);
     if (!r.taken()) {
-      releaseSlot();
+      if (slot) releaseSlot();
       return AdmitResult(bucketRefusal(RefusalKind::kRequests, *requests_, 1, r.wait, now));
     }
   }
@@ -130,19 +133,20 @@ AdmitResult KeyLimiter::admit(std::uint64_t estimatedTokens, SteadyTime now) {
     const TakeResult t = tokens_->tryTake(estimatedTokens, now);
     if (!t.taken()) {
       if (requests_) requests_->refund(1, now);
-      releaseSlot();
+      if (slot) releaseSlot();
       return AdmitResult(
           bucketRefusal(RefusalKind::kTokens, *tokens_, estimatedTokens, t.wait, now));
     }
   }
-  return AdmitResult(Reservation(this, estimatedTokens));
+  return AdmitResult(Reservation(this, estimatedTokens, slot));
 }
 
 void KeyLimiter::releaseSlot() {
   if (maxInFlight_ != 0) inFlight_.fetch_sub(1, std::memory_order_release);
 }
 
-void KeyLimiter::finish(std::uint64_t reserved, std::uint64_t actual, SteadyTime now) {
+void KeyLimiter::finish(std::uint64_t reserved, std::uint64_t actual, SteadyTime now,
+                        bool holdsSlot) {
   if (tokens_) {
     if (actual < reserved) {
       tokens_->refund(reserved - actual, now);
@@ -150,7 +154,7 @@ void KeyLimiter::finish(std::uint64_t reserved, std::uint64_t actual, SteadyTime
       tokens_->charge(actual - reserved, now);
     }
   }
-  releaseSlot();
+  if (holdsSlot) releaseSlot();
 }
 
 RateLimitHeaders KeyLimiter::headers(SteadyTime now) const {

@@ -20,8 +20,9 @@
 // between requests a connection may idle for idle_timeout_ms; a write the
 // caller does not take within idle_timeout_ms resets the connection.
 // Framing errors (Content-Length with Transfer-Encoding, two different
-// Content-Lengths, a space before a colon, a bad chunk size, obs-fold) are
-// answered 400 and the connection is closed. Responses are serialised here:
+// Content-Lengths, a space before a colon, a bad chunk size) are answered 400
+// and the connection is closed; an obs-folded field is unfolded into spaces,
+// as RFC 9112 §5.2 allows. Responses are serialised here:
 // a status line, the handler's fields and our framing, gathered into one write.
 #include <array>
 #include <optional>
@@ -85,6 +86,9 @@ class H1Session final : public ResponseSink,
       inbox_.commit(initial.size());
     }
     peer_ = peerAddress(lowestLayer(stream_));
+    keepAliveHint_ = "keep-alive: timeout=" +
+                     std::to_string(std::max<long long>(1, config_->idleTimeout.count() / 1000)) +
+                     "\r\n";
   }
 
   void start() {
@@ -236,12 +240,18 @@ class H1Session final : public ResponseSink,
     parser_->eager(false);
     std::optional<SteadyClock::time_point> headStart;
     if (inbox_.size() > 0) headStart = first ? acceptedAt_ : SteadyClock::now();
+    // Beast checks header_limit against the bytes of one put() only, and
+    // takes complete fields as they arrive: the cap is on the whole head, so
+    // each put gets what is left of it.
+    std::size_t headBytes = 0;
     for (;;) {
       if (inbox_.size() > 0) {
         if (!headStart) headStart = SteadyClock::now();
+        parser_->header_limit(static_cast<std::uint32_t>(config_->maxHeaderBytes - headBytes));
         boost::system::error_code ec;
         std::size_t used = parser_->put(inbox_.data(), ec);
         inbox_.consume(used);
+        if (!parser_->is_header_done()) headBytes += used;
         wakeReader();
         if (parser_->is_header_done() && (!ec || ec == http::error::need_more)) {
           co_return co_await checkHead() ? HeadOutcome::kReady : HeadOutcome::kRefused;
@@ -426,7 +436,13 @@ class H1Session final : public ResponseSink,
     } else if (head.status >= 200 && head.status != 204 && head.status != 304) {
       out.append("content-length: ").append(std::to_string(contentLength)).append("\r\n");
     }
-    if (!keepAlive_ || draining_) out.append("connection: close\r\n");
+    if (!keepAlive_ || draining_) {
+      out.append("connection: close\r\n");
+    } else {
+      // How long we keep an idle connection: clients that honour the hint
+      // (undici, Python's httpx) stop reusing it before we close it.
+      out.append(keepAliveHint_);
+    }
     out.append("\r\n");
     return out;
   }
@@ -591,6 +607,7 @@ class H1Session final : public ResponseSink,
   std::array<char, kReadChunk> tlsScratch_;  // TLS reads land here first (see readSome)
   std::optional<Parser> parser_;
   std::string peer_;
+  std::string keepAliveHint_;
   SteadyClock::time_point acceptedAt_;
   SteadyClock::time_point headDoneAt_{};
   SteadyClock::time_point writeDeadline_{};

@@ -56,6 +56,7 @@ constexpr auto kTuple = asio::as_tuple(asio::use_awaitable);
 constexpr std::size_t kReadChunk = 16 * 1024;
 constexpr std::size_t kWriteBatch = 64 * 1024;
 constexpr std::int32_t kMaxWindow = 2147483647;  // RFC 9113 §6.9.1
+constexpr std::uint64_t kDefaultMaxFrame = 16384;  // SETTINGS_MAX_FRAME_SIZE we leave at its default
 // Frames that carry no request, allowed per connection: a burst, then this
 // many per second. An honest client sends a handful (SETTINGS and its ack, a
 // PING now and then, a RST_STREAM per cancelled request).
@@ -208,6 +209,9 @@ class H2Session final : public H2Connection,
     if (st->headerBytes > s.config_->maxHeaderBytes) {
       st->headersTooLarge = true;
       if (st->headerBytes > kHeaderResetFactor * s.config_->maxHeaderBytes) {
+        // No frame-received callback follows for this HEADERS: count it here.
+        countLimit(Limit::kMaxHeaderBytes);
+        st->answered = true;
         return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;  // RST_STREAM; HPACK decoding goes on
       }
       return 0;  // counted, never stored
@@ -250,6 +254,13 @@ class H2Session final : public H2Connection,
       st->held += len;
       s.connHeld_ += len;
       s.owed_ += len;
+      // The connection's body budget is used up (less than one DATA frame of
+      // room): uploads wait for room.
+      if (s.connHeld_ + kDefaultMaxFrame > s.config_->maxConnectionBodyBytes &&
+          !s.bodyBudgetFull_) {
+        s.bodyBudgetFull_ = true;
+        countLimit(Limit::kMaxConnectionBodyBytes);
+      }
       if (st->wantsBody) {
         s.consumeLater(id, len, 0);
       } else {
@@ -343,6 +354,7 @@ class H2Session final : public H2Connection,
   // Gives back the connection window of bytes no longer held (owed_ counts
   // bytes kept and not yet given back; connHeld_ those still in memory).
   void payOwedWindow() {
+    if (connHeld_ + kDefaultMaxFrame <= config_->maxConnectionBodyBytes) bodyBudgetFull_ = false;
     if (owed_ <= connHeld_ || closed_) return;
     std::uint64_t pay = owed_ - connHeld_;
     if (nghttp2_session_consume_connection(session_, pay) == 0) {
@@ -534,7 +546,7 @@ class H2Session final : public H2Connection,
     stopUploads_.clear();
   }
 
-  // Once per header_timeout (or idle_timeout if shorter): closes a connection
+  // Four times per header_timeout (or idle_timeout if shorter): closes a connection
   // idle for idle_timeout, resets streams whose request head has not arrived
   // whole within header_timeout (a slow-loris client), and closes a connection
   // whose peer has not taken a byte of ours for idle_timeout (a write that
@@ -542,7 +554,9 @@ class H2Session final : public H2Connection,
   Task<void> idleWatch() {
     auto self = this->shared_from_this();
     lastActivity_ = SteadyClock::now();
-    const auto tick = std::min(config_->headerTimeout, config_->idleTimeout);
+    // A quarter of the shorter timeout: deadlines are met within 25 %.
+    const auto tick = std::max(std::chrono::milliseconds(10),
+                               std::min(config_->headerTimeout, config_->idleTimeout) / 4);
     while (!closed_) {
       idleTimer_.expires_after(tick);
       co_await idleTimer_.async_wait(kTuple);
@@ -620,6 +634,7 @@ class H2Session final : public H2Connection,
   double controlAllowance_ = kControlBurst;
   SteadyClock::time_point controlRefilledAt_{};
   bool flooded_ = false;
+  bool bodyBudgetFull_ = false;  // counted once per time the budget fills
   bool terminating_ = false;
   bool writeRequested_ = false;
   bool closed_ = false;

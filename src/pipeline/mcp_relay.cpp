@@ -14,6 +14,7 @@
 #include "relay/common/limits.hpp"
 #include "relay/sse/parser.hpp"
 #include "relay/common/request_id.hpp"
+#include "relay/admission/clock.hpp"
 #include "relay/pipeline/mcp.hpp"
 #include "relay/pipeline/mcp_activity.hpp"
 #include "relay/pipeline/mcp_request.hpp"
@@ -105,6 +106,10 @@ class McpExchange {
   ~McpExchange() {
     if (streamOpen_) snapshot_->telemetry->mcpStreamClosed(route_->index);
     telemetry::McpRecord r;
+    if (tenant_) {
+      r.keyName = tenant_->name;
+      r.keyId = static_cast<std::uint32_t>(tenant_->index);
+    }
     if (route_) {
       r.server = route_->name;
       r.serverId = static_cast<std::uint32_t>(route_->index);
@@ -125,6 +130,8 @@ class McpExchange {
   net::Task<void> deliverWhole(upstream::ResponseStream& r, Headers headers, bool hadSession);
   net::Task<void> deliverStream(upstream::ResponseStream& r, Headers headers);
   net::Task<void> preflight();
+  std::optional<McpRefusal> toolNotAllowed() const;
+  std::optional<McpRefusal> admit();
 
   Worker& worker_;
   net::Exchange& ex_;
@@ -140,6 +147,7 @@ class McpExchange {
   Headers base_;  // on every answer: x-request-id, x-relay-region, CORS
   int status_ = 0;
   bool streamOpen_ = false;
+  admission::Reservation reservation_;  // rpm token and concurrency slot, held while open
 };
 
 // A refusal made by the gateway: a JSON-RPC error carrying the request's id
@@ -174,6 +182,56 @@ net::Task<void> McpExchange::preflight() {
   head.headers = std::move(h);
   std::string noBody;
   co_await sink_.respond(std::move(head), std::move(noBody));
+}
+
+// keys[].mcp_tools: a tools/call of a tool the key's list for this server
+// does not name is refused as a JSON-RPC error naming it.
+std::optional<McpRefusal> McpExchange::toolNotAllowed() const {
+  if (peek_.kind != JsonRpcPeek::Kind::kRequest || peek_.method != "tools/call") return std::nullopt;
+  const auto& tools = tenant_->config->mcpTools;
+  auto it = tools.find(route_->name);
+  if (it == tools.end()) return std::nullopt;
+  if (std::find(it->second.begin(), it->second.end(), peek_.toolName) != it->second.end())
+    return std::nullopt;
+  std::string allowed;
+  for (const std::string& t : it->second) allowed += (allowed.empty() ? "" : ", ") + t;
+  return McpRefusal{403, kRpcInvalidParams,
+                    "The key '" + tenant_->name + "' may not call the tool '" + peek_.toolName +
+                        "' on the MCP server '" + route_->name + "'. Allowed tools: " +
+                        (allowed.empty() ? "(none)" : allowed) + " (keys[].mcp_tools).",
+                    "mcp_tool_not_allowed"};
+}
+
+// MCP requests are admitted like chat requests: one request against the
+// key's rpm, and a concurrency slot held while the exchange is open. A GET
+// (the server-to-client stream, open for as long as the session lives)
+// counts against rpm when it opens but holds no slot, or one open stream
+// would block every call of a key with concurrency: 1. A key whose budget is
+// spent is refused here too.
+std::optional<McpRefusal> McpExchange::admit() {
+  const auto& clock = admission::SystemClock::instance();
+  admission::KeyLimiter& limiter = *snapshot_->limiters[tenant_->index];
+  limiter.headers(clock.steadyNow()).appendTo(base_);
+  admission::Budget& budget = snapshot_->budgets->budget(tenant_->index);
+  if (std::optional<admission::BudgetRefusal> spent = budget.check(clock.wallNow())) {
+    snapshot_->telemetry->refusal(telemetry::RefusalReason::kBudget);
+    McpRefusal r{429, kRpcTransportError, std::move(spent->message), "insufficient_quota"};
+    r.headers.add("x-should-retry", "false");
+    return r;
+  }
+  const bool stream = ex_.head.method == "GET";
+  admission::AdmitResult admitted = limiter.admit(0, clock.steadyNow(), /*holdSlot=*/!stream);
+  if (admitted) {
+    reservation_ = std::move(admitted.reservation());
+    return std::nullopt;
+  }
+  const admission::Refusal& refusal = admitted.refusal();
+  snapshot_->telemetry->refusal(refusal.kind == admission::RefusalKind::kConcurrency
+                                    ? telemetry::RefusalReason::kConcurrency
+                                    : telemetry::RefusalReason::kRequests);
+  McpRefusal r{429, kRpcTransportError, refusal.message, "rate_limit_exceeded"};
+  refusal.appendHeaders(r.headers);
+  return r;
 }
 
 net::Task<void> McpExchange::run(std::string serverName) {
@@ -258,6 +316,14 @@ net::Task<void> McpExchange::run(std::string serverName) {
     McpRefusal r{400, kRpcParseError, "Parse error: the body is not a JSON-RPC message.",
                  "invalid_json_rpc"};
     co_await refuse(std::move(r));
+    co_return;
+  }
+  if (std::optional<McpRefusal> r = toolNotAllowed()) {
+    co_await refuse(std::move(*r));
+    co_return;
+  }
+  if (std::optional<McpRefusal> r = admit()) {
+    co_await refuse(std::move(*r));
     co_return;
   }
 

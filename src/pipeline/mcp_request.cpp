@@ -52,6 +52,17 @@ JsonRpcPeek peekJsonRpc(std::string_view body) {
     if (peek.kind == JsonRpcPeek::Kind::kRequest && peek.idJson.empty()) {
       peek.kind = JsonRpcPeek::Kind::kInvalid;  // a request with a null or odd id
     }
+    auto params = j.find("params");
+    if (params != j.end() && params->is_object()) {
+      if (peek.method == "tools/call") {
+        auto name = params->find("name");
+        if (name != params->end() && name->is_string()) peek.toolName = name->get<std::string>();
+      } else if (peek.method == "initialize") {
+        auto version = params->find("protocolVersion");
+        if (version != params->end() && version->is_string())
+          peek.protocolVersion = version->get<std::string>();
+      }
+    }
     return peek;
   }
   if (j.contains("result") || j.contains("error")) peek.kind = JsonRpcPeek::Kind::kResponse;

@@ -182,7 +182,7 @@ Families::Families()
                         "Unix time of the last successful config load (start-up or reload).")
                      .Add({})),
       mcpRequests(family(pm::BuildCounter(), registry, "kimi_relay_mcp_requests_total",
-                         "MCP HTTP requests by server, method and response status code.")),
+                         "MCP HTTP requests by key, server, method and response status code.")),
       mcpDuration(family(pm::BuildHistogram(), registry, "kimi_relay_mcp_request_duration_seconds",
                          "MCP request latency by method.")),
       mcpStreams(family(pm::BuildGauge(), registry, "kimi_relay_mcp_open_streams",

@@ -37,9 +37,11 @@ std::uint64_t packRequest(std::uint32_t key, std::uint32_t model, std::uint32_t 
          std::uint64_t{status} << 8 | node;
 }
 
-std::uint64_t packMcp(std::uint32_t server, McpMethod method, std::uint32_t status) {
-  return kMarker | field(server) << 20 | std::uint64_t{static_cast<std::uint8_t>(method)} << 10 |
-         status;
+// Bits: status 0-9, method 10-19, server 20-39, key 40-59.
+std::uint64_t packMcp(std::uint32_t key, std::uint32_t server, McpMethod method,
+                      std::uint32_t status) {
+  return kMarker | field(key) << 40 | field(server) << 20 |
+         std::uint64_t{static_cast<std::uint8_t>(method)} << 10 | status;
 }
 
 std::string str(std::string_view v) {
@@ -270,13 +272,15 @@ void Telemetry::upstreamHealth(std::uint32_t upstreamId, HealthState state) {
 }
 
 void Telemetry::recordMcp(const McpRecord& r) {
+  const std::uint32_t key = labels_.keyOf(r.keyId, r.keyName);
   const std::uint32_t server = labels_.mcpServerOf(r.serverId, r.server);
   const McpMethod method = r.method < McpMethod::kCount ? r.method : McpMethod::kOther;
   const std::uint32_t status = validStatus(r.status);
-  const McpSeries& m = caches_->mcp.get(packMcp(server, method, status), [&] {
+  const McpSeries& m = caches_->mcp.get(packMcp(key, server, method, status), [&] {
     detail::Families& f = metrics_.families();
     const std::string methodL = str(mcpMethodLabel(method));
-    return McpSeries{&f.mcpRequests.Add({{"server", str(labels_.mcpServerLabel(server))},
+    return McpSeries{&f.mcpRequests.Add({{"key", str(labels_.keyLabel(key))},
+                                         {"server", str(labels_.mcpServerLabel(server))},
                                          {"method", methodL},
                                          {"code", statusLabel(r.status)}}),
                      &f.mcpDuration.Add({{"method", methodL}}, f.latency)};

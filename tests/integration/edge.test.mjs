@@ -9,8 +9,10 @@
 //                               pipelining)
 //   authentication on the head  a wrong key is refused before any body byte (HTTP/1.1 and HTTP/2)
 //   HTTP/2 header lists         SETTINGS_MAX_HEADER_LIST_SIZE, 431, RST_STREAM past 4x, HPACK bomb
-//   HTTP/2 request bodies       per-connection body budget (max_connection_body_bytes), body timeout
-//   HTTP/2 floods               PING, SETTINGS, PRIORITY, empty DATA, rapid reset: ENHANCE_YOUR_CALM
+//   HTTP/2 floods               PING, SETTINGS, PRIORITY, empty DATA, rapid reset: ENHANCE_YOUR_CALM;
+//                               body and header-block timeouts
+//   HTTP/2 request bodies       max_request_bytes, per-connection body budget
+//                               (max_connection_body_bytes), idle connections (GOAWAY)
 //   connection caps             max_connections, max_connections_per_ip, admin apart, fd/RSS
 //   upstream answers            max_response_bytes, max_event_bytes, max_attempts with a reset
 //   upstream credentials        401 from an upstream: 502 upstream_auth_failed, ejection, failover
@@ -44,7 +46,6 @@ import {
   TYPE,
   connectRaw,
   dataFrame,
-  frame,
   headerListSize,
   headersFrame,
   headersFrameRaw,
@@ -298,6 +299,28 @@ describe('HTTP/1.1 heads and bodies', () => {
     await hits.assertMoved();
   });
 
+  test('max_header_bytes holds for the whole head, however it is split across TCP segments', async () => {
+    // ~3.8 KB of complete fields, a pause, then one field that alone fits the
+    // limit: the head as a whole (~11.8 KB) is over it.
+    let first = `GET /v1/models HTTP/1.1\r\nhost: 127.0.0.1\r\nauthorization: Bearer ${KEY}\r\nconnection: close\r\n`;
+    for (let i = 0; first.length < 3800; i++) first += `x-a${i}: ${'v'.repeat(100)}\r\n`;
+    const second = `x-big: ${'w'.repeat(8000)}\r\n\r\n`;
+    const hits = await limitCounter(env.relay, 'max_header_bytes');
+    const conn = await rawConnect(port);
+    try {
+      await conn.write(first);
+      await sleep(50);
+      await conn.write(second);
+      await conn.closed(3000);
+      const [r] = parseResponses(conn.text);
+      assert.equal(r?.status, 431, `a head of ${first.length + second.length} bytes in two segments: ${conn.text.slice(0, 100)}`);
+      assert.equal(r.json?.error?.code, 'headers_too_large');
+      await hits.assertMoved();
+    } finally {
+      conn.destroy();
+    }
+  });
+
   test('max_request_bytes: a Content-Length of exactly the limit is served; one more gets 413 at once, before any body byte', async () => {
     const body = chatBodyOfSize(MAX_REQUEST);
     const atLimit = await rawExchange(
@@ -370,7 +393,7 @@ describe('HTTP/1.1 heads and bodies', () => {
       assert.equal(timedOut.headers.connection, 'close');
       const waited = conn.firstByteAt - conn.connectedAt;
       // From the accept: about HEADER_TIMEOUT; from the first byte it would be ~HEADER_TIMEOUT + 200.
-      assert.ok(waited >= HEADER_TIMEOUT - 50 && waited < HEADER_TIMEOUT + 150, `408 after ${waited.toFixed(0)} ms`);
+      assert.ok(waited >= HEADER_TIMEOUT - 50 && waited < HEADER_TIMEOUT + 180, `408 after ${waited.toFixed(0)} ms`);
       assert.notEqual(conn.closedAt, null);
     } finally {
       conn.destroy();
@@ -731,7 +754,7 @@ describe('HTTP/2 front end', () => {
     }
   });
 
-  test('HPACK bomb: 60 streams each decoding to ~16 MB of headers are reset; RSS stays bounded; other callers are served', async () => {
+  test('HPACK bomb: 60 streams each decoding to ~16 MB of headers are reset; RSS stays bounded; other callers are served', async (t) => {
     const pid = env.relay.process.pid;
     const rssBefore = rssBytes(pid);
     const hits = await limitCounter(env.relay, 'max_header_bytes');
@@ -757,6 +780,7 @@ describe('HTTP/2 front end', () => {
         assert.equal(o.status, null);
       }
       const growth = rssBytes(pid) - rssBefore;
+      t.diagnostic(`RSS growth ${(growth / MiB).toFixed(1)} MiB`);
       assert.ok(growth < 16 * MiB, `RSS grew by ${(growth / MiB).toFixed(1)} MiB for ${STREAMS} header bombs`);
       // The bomber's connection still answers a PING; a bystander is served.
       await conn.write(pingFrame(Buffer.from('bombed!!')));
@@ -952,7 +976,7 @@ describe('authentication on the request head (default body limits)', () => {
     });
   }
 
-  test('HTTP/2: 128 streams each sending a 4 MiB body under a wrong key all get 401 promptly; RSS grows < 24 MiB', async () => {
+  test('HTTP/2: 128 streams each sending a 4 MiB body under a wrong key all get 401 promptly; RSS grows < 24 MiB', async (t) => {
     const pid = env.relay.process.pid;
     const rssBefore = rssBytes(pid);
     const peak = rssPeak(pid);
@@ -991,6 +1015,7 @@ describe('authentication on the request head (default body limits)', () => {
       );
       const elapsed = performance.now() - t0;
       const growth = peak.stop() - rssBefore;
+      t.diagnostic(`all answered in ${elapsed.toFixed(0)} ms; RSS peak growth ${(growth / MiB).toFixed(1)} MiB`);
       for (const [i, r] of statuses.entries()) {
         assert.equal(r.status, 401, `stream ${i}: ${JSON.stringify(r).slice(0, 200)}`);
       }
@@ -1004,21 +1029,81 @@ describe('authentication on the request head (default body limits)', () => {
   });
 });
 
-describe('HTTP/2 request bodies held per connection (max_connection_body_bytes)', () => {
+describe('HTTP/2 request bodies (max_request_bytes, max_connection_body_bytes) and idle connections', () => {
   const MAX_REQUEST = 65536;
   const BUDGET = 2 * MAX_REQUEST;
+  const IDLE_TIMEOUT = 1000;
   const env = {};
   before(async () => {
     env.mock = await startMock({ name: 'budget', apiKey: UPSTREAM_KEY });
     env.relay = await startRelay(
       relayConfig({
-        server: { max_request_bytes: MAX_REQUEST, max_connection_body_bytes: BUDGET, body_timeout_ms: 4000 },
+        server: {
+          max_request_bytes: MAX_REQUEST,
+          max_connection_body_bytes: BUDGET,
+          body_timeout_ms: 4000,
+          idle_timeout_ms: IDLE_TIMEOUT,
+        },
         keys: [{ name: 'edge', key: KEY }],
         upstreams: [{ name: 'budget', url: env.mock.url, apiKey: UPSTREAM_KEY, models: { [MODEL]: MODEL } }],
       }),
     );
   });
   after(() => stopAll(env));
+
+  test('max_request_bytes: a content-length one over it gets 413 before any DATA; a body without one that grows past it gets 413', async () => {
+    const port = portOf(env.relay);
+    const conn = await h2Open(port);
+    try {
+      const hits = await limitCounter(env.relay, 'max_request_bytes');
+      const post = (id, extra) =>
+        headersFrame(id, [
+          ...requestFields(port, { method: 'POST', path: '/v1/chat/completions' }),
+          ['content-type', 'application/json'],
+          ...extra,
+        ]);
+      await conn.write(post(1, [['content-length', String(MAX_REQUEST + 1)]])); // no DATA at all
+      const declared = await h2Outcome(conn, 1);
+      assert.equal(declared.status, 413, declared.body);
+      assert.equal(declared.json?.error?.code, 'request_too_large');
+      assert.match(declared.json.error.message, /max_request_bytes/);
+
+      // No content-length: MAX_REQUEST bytes are fine so far, the next byte is not.
+      await conn.write(post(3, []));
+      const body = Buffer.alloc(MAX_REQUEST + 1, 0x20);
+      for (let at = 0; at < body.length; at += 16384) await conn.write(dataFrame(3, body.subarray(at, at + 16384)));
+      const grown = await h2Outcome(conn, 3);
+      assert.equal(grown.status, 413, grown.body);
+      assert.equal(grown.json?.error?.code, 'request_too_large');
+      await hits.assertMoved(2);
+      assert.equal((await env.mock.requests()).length, 0, 'an oversized body reached the upstream');
+      assert.ok(!conn.frames.some((f) => f.type === TYPE.GOAWAY), conn.summary());
+    } finally {
+      conn.destroy();
+    }
+  });
+
+  test('idle_timeout_ms: an HTTP/2 connection without streams gets GOAWAY NO_ERROR and is closed', async () => {
+    const conn = await h2Open(portOf(env.relay));
+    try {
+      await conn.write(h2Get(portOf(env.relay), 1));
+      assert.equal((await h2Outcome(conn, 1)).status, 200);
+      const idleSince = performance.now();
+      const hits = await limitCounter(env.relay, 'idle_timeout');
+      const goaway = await conn.nextFrame((f) => f.type === TYPE.GOAWAY, {
+        timeoutMs: 3 * IDLE_TIMEOUT + 1000,
+        what: 'GOAWAY of an idle connection',
+      });
+      const waited = goaway.at - idleSince;
+      // Checked once per min(header_timeout_ms, idle_timeout_ms): within two of them.
+      assert.ok(waited >= IDLE_TIMEOUT - 100 && waited < 2 * IDLE_TIMEOUT + 500, `GOAWAY after ${waited.toFixed(0)} ms idle`);
+      assert.equal(parseGoaway(goaway).errorName, 'NO_ERROR');
+      await Promise.race([conn.closed, sleep(2000).then(() => assert.fail('the idle connection stayed open after GOAWAY'))]);
+      await hits.assertMoved();
+    } finally {
+      conn.destroy();
+    }
+  });
 
   test('two streams holding the whole budget get no connection window back; a third upload waits until one body leaves memory', async () => {
     const hits = await limitCounter(env.relay, 'max_connection_body_bytes');
@@ -1445,7 +1530,6 @@ describe('what reaches an upstream', () => {
       'OpenAI-Organization': 'org-edge',
       'OpenAI-Project': 'proj-edge',
       cookie: 'session=edge-cookie',
-      'x-api-key': KEY, // the caller's key a second time (a different one is refused as conflicting)
       'x-custom-thing': 'custom',
       'user-agent': 'edge-agent/1.0',
       'idempotency-key': 'idem-edge-1',

@@ -92,12 +92,13 @@ class Reservation {
 
  private:
   friend class KeyLimiter;
-  Reservation(KeyLimiter* limiter, std::uint64_t reserved)
-      : limiter_(limiter), reserved_(reserved), usedSoFar_(reserved) {}
+  Reservation(KeyLimiter* limiter, std::uint64_t reserved, bool holdsSlot)
+      : limiter_(limiter), reserved_(reserved), usedSoFar_(reserved), holdsSlot_(holdsSlot) {}
 
   KeyLimiter* limiter_ = nullptr;
   std::uint64_t reserved_ = 0;
   std::uint64_t usedSoFar_ = 0;
+  bool holdsSlot_ = true;
 };
 
 class AdmitResult {
@@ -125,8 +126,10 @@ class alignas(64) KeyLimiter {
   // Admits a request that reserves `estimatedTokens` (see reservationFor), or
   // says why not. Checks in this order: too large for the token bucket, the
   // buckets (refusing without side effects, with the true wait), then a
-  // concurrency slot, then takes from both buckets.
-  AdmitResult admit(std::uint64_t estimatedTokens, SteadyTime now);
+  // concurrency slot (unless `holdSlot` is false: a long-lived stream that
+  // counts against rpm but must not take a call's place), then takes from
+  // both buckets.
+  AdmitResult admit(std::uint64_t estimatedTokens, SteadyTime now, bool holdSlot = true);
 
   // The x-ratelimit-* headers for this key at `now`.
   RateLimitHeaders headers(SteadyTime now) const;
@@ -139,7 +142,7 @@ class alignas(64) KeyLimiter {
 
  private:
   friend class Reservation;
-  void finish(std::uint64_t reserved, std::uint64_t actual, SteadyTime now);
+  void finish(std::uint64_t reserved, std::uint64_t actual, SteadyTime now, bool holdsSlot);
   void releaseSlot();
   Refusal bucketRefusal(RefusalKind kind, const TokenBucket& bucket, std::uint64_t requested,
                         std::chrono::nanoseconds wait, SteadyTime now) const;

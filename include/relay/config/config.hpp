@@ -93,6 +93,9 @@ struct Key {
   KeyLimits limits;
   std::optional<KeyBudget> budget;
   std::vector<std::string> mcpServers;  // allow-list; empty = every server
+  // Per MCP server, the tools this key may call (tools/call); a server not
+  // listed here allows every tool.
+  std::map<std::string, std::vector<std::string>> mcpTools;
 };
 
 struct Health {

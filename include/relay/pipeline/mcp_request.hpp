@@ -16,6 +16,7 @@ namespace relay::pipeline {
 // -32000 for transport errors and -32001 for an unknown session).
 inline constexpr int kRpcParseError = -32700;
 inline constexpr int kRpcInvalidRequest = -32600;
+inline constexpr int kRpcInvalidParams = -32602;
 inline constexpr int kRpcInternalError = -32603;
 inline constexpr int kRpcTransportError = -32000;
 inline constexpr int kRpcSessionNotFound = -32001;
@@ -34,6 +35,8 @@ struct JsonRpcPeek {
   Kind kind = Kind::kInvalid;
   std::string method;  // kRequest / kNotification
   std::string idJson;  // the id as JSON text ("7", "\"a\""); "" when there is none
+  std::string toolName;         // tools/call: params.name ("" when absent or not a string)
+  std::string protocolVersion;  // initialize: params.protocolVersion
 };
 
 JsonRpcPeek peekJsonRpc(std::string_view body);

@@ -126,6 +126,8 @@ std::string_view mcpMethodLabel(McpMethod m);
 
 // One finished MCP exchange (one HTTP request on /v1/mcp).
 struct McpRecord {
+  std::string_view keyName;  // "" before authentication
+  std::uint32_t keyId = kNone;
   std::string_view server;
   std::uint32_t serverId = kNone;
   McpMethod method = McpMethod::kOther;

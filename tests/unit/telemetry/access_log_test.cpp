@@ -266,7 +266,7 @@ TEST(AccessLog, NoSecretEverAppears) {
     r.upstream = "moonshot";
     r.errorCode = "upstream_error";
     telemetry.record(r);
-    telemetry.recordMcp(McpRecord{"everything", 0, McpMethod::kToolsCall, 200, 1000});
+    telemetry.recordMcp(McpRecord{{}, kNone, "everything", 0, McpMethod::kToolsCall, 200, 1000});
     log.flush();
   }
   const std::string logged = readFile(path) + metrics.expose();

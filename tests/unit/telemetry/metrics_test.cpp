@@ -263,14 +263,14 @@ TEST_F(MetricsTest, EventCounters) {
 }
 
 TEST_F(MetricsTest, McpRequestsByServerMethodAndCode) {
-  McpRecord call{"everything", 0, mcpMethodOf("tools/call"), 200, 15'000};
+  McpRecord call{{}, kNone, "everything", 0, mcpMethodOf("tools/call"), 200, 15'000};
   telemetry_.recordMcp(call);
   telemetry_.recordMcp(call);
-  telemetry_.recordMcp(McpRecord{"not-configured", kNone, mcpMethodOf("x/evil"), 404, 100});
-  EXPECT_EQ(value("kimi_relay_mcp_requests_total{code=\"200\",method=\"tools/call\","
+  telemetry_.recordMcp(McpRecord{{}, kNone, "not-configured", kNone, mcpMethodOf("x/evil"), 404, 100});
+  EXPECT_EQ(value("kimi_relay_mcp_requests_total{code=\"200\",key=\"none\",method=\"tools/call\","
                   "server=\"everything\"}"),
             2);
-  EXPECT_EQ(value("kimi_relay_mcp_requests_total{code=\"404\",method=\"other\",server=\"none\"}"),
+  EXPECT_EQ(value("kimi_relay_mcp_requests_total{code=\"404\",key=\"none\",method=\"other\",server=\"none\"}"),
             1);
   EXPECT_EQ(value("kimi_relay_mcp_request_duration_seconds_count{method=\"tools/call\"}"), 2);
   EXPECT_EQ(value("kimi_relay_mcp_request_duration_seconds_bucket{method=\"tools/call\","
@@ -342,7 +342,7 @@ TEST(Buckets, FineEnoughFromMillisecondsToTenMinutes) {
 TEST_F(MetricsTest, PromtoolAcceptsTheExposition) {
   if (!std::filesystem::exists("/usr/bin/promtool")) GTEST_SKIP() << "promtool not installed";
   recordKnownTraffic();
-  telemetry_.recordMcp(McpRecord{"everything", 0, McpMethod::kInitialize, 200, 1'000});
+  telemetry_.recordMcp(McpRecord{{}, kNone, "everything", 0, McpMethod::kInitialize, 200, 1'000});
   const auto dir = std::filesystem::temp_directory_path();
   const auto in = dir / ("kimi-relay-metrics-" + std::to_string(::getpid()) + ".txt");
   const auto out = dir / ("kimi-relay-promtool-" + std::to_string(::getpid()) + ".txt");
