@@ -150,17 +150,17 @@ Families::Families()
                       "Requests that used tokens but matched no price row (cost counted as 0).")),
       cost("kimi_relay_cost_usd_total", "Cost in USD from the configured price table."),
       duration(family(pm::BuildHistogram(), registry, "kimi_relay_request_duration_seconds",
-                      "Request duration, head received to response finished, by served model.")),
+                      "Request duration, head received to response finished, by served model and swarm node.")),
       ttft(family(pm::BuildHistogram(), registry, "kimi_relay_time_to_first_token_seconds",
-                  "Time from request head to the first content byte sent to the caller.")),
+                  "Time from request head to the first content byte sent to the caller, by model and node.")),
       upstreamLatency(family(pm::BuildHistogram(), registry, "kimi_relay_upstream_latency_seconds",
                              "Upstream latency: request sent to response head, final attempt.")),
       durationWindow(
           "kimi_relay_request_duration_window_seconds",
-          "Request duration p50/p95/p99 over the last 60 s (within 1.6%), by served model."),
+          "Request duration p50/p95/p99 over the last 60 s (within 1.6%), by served model and node."),
       ttftWindow(
           "kimi_relay_time_to_first_token_window_seconds",
-          "Time-to-first-token p50/p95/p99 over the last 60 s (within 1.6%), by served model."),
+          "Time-to-first-token p50/p95/p99 over the last 60 s (within 1.6%), by served model and node."),
       overheadSeconds(family(pm::BuildHistogram(), registry, "kimi_relay_gateway_overhead_seconds",
                              "Time the gateway spent on a request other than waiting for the "
                              "upstream.")

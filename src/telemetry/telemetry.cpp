@@ -159,10 +159,11 @@ const Telemetry::Series& Telemetry::seriesFor(const RequestRecord& r) {
                                     {"upstream", upL},
                                     {"code", statusLabel(r.status)},
                                     {"node", nodeL}});
-    out.duration = &f.duration.Add({{"model", modelL}}, f.latency);
-    out.ttft = &f.ttft.Add({{"model", modelL}}, f.latency);
-    out.durationWindow = &f.durationWindow.add({{"model", modelL}});
-    out.ttftWindow = &f.ttftWindow.add({{"model", modelL}});
+    // Per swarm node too (the bounded node label): p50/p95/p99 per node.
+    out.duration = &f.duration.Add({{"model", modelL}, {"node", nodeL}}, f.latency);
+    out.ttft = &f.ttft.Add({{"model", modelL}, {"node", nodeL}}, f.latency);
+    out.durationWindow = &f.durationWindow.add({{"model", modelL}, {"node", nodeL}});
+    out.ttftWindow = &f.ttftWindow.add({{"model", modelL}, {"node", nodeL}});
     if (upstream == kNone) return out;  // no tokens, cost or upstream latency without one
     for (std::size_t d = 0; d < 3; ++d) {
       const std::string dir = str(kDirections[d]);

@@ -44,6 +44,25 @@ class MetricsTest : public ::testing::Test {
     return v.value_or(-1);
   }
 
+  // A latency series summed over every node: `series` is written with
+  // node=\"*\" where the node label goes.
+  double overNodes(const std::string& series) {
+    const std::string text = metrics_.expose();
+    double total = 0;
+    bool any = false;
+    for (const char* node : {"none", "other", "node-1"}) {
+      std::string one = series;
+      const std::string marker = "node=\"*\"";
+      one.replace(one.find(marker), marker.size(), std::string("node=\"") + node + "\"");
+      if (auto v = sample(text, one)) {
+        total += *v;
+        any = true;
+      }
+    }
+    EXPECT_TRUE(any) << "no series " << series;
+    return total;
+  }
+
   // The known traffic of the exact-value tests.
   void recordKnownTraffic() {
     RequestRecord a =
@@ -164,20 +183,20 @@ TEST_F(MetricsTest, TokensCostAndEstimatesAreExact) {
 TEST_F(MetricsTest, HistogramCountsAndBuckets) {
   recordKnownTraffic();
   // kimi-k2 served: 3 × 120 ms, 2 × 2.5 s, 0.2 ms (401), 5 ms (429).
-  EXPECT_EQ(value("kimi_relay_request_duration_seconds_count{model=\"kimi-k2\"}"), 7);
-  EXPECT_EQ(value("kimi_relay_request_duration_seconds_bucket{model=\"kimi-k2\",le=\"0.001\"}"), 1);
-  EXPECT_EQ(value("kimi_relay_request_duration_seconds_bucket{model=\"kimi-k2\",le=\"0.005\"}"), 2);
-  EXPECT_EQ(value("kimi_relay_request_duration_seconds_bucket{model=\"kimi-k2\",le=\"0.1\"}"), 2);
-  EXPECT_EQ(value("kimi_relay_request_duration_seconds_bucket{model=\"kimi-k2\",le=\"0.125\"}"), 5);
-  EXPECT_EQ(value("kimi_relay_request_duration_seconds_bucket{model=\"kimi-k2\",le=\"2.5\"}"), 7);
-  EXPECT_EQ(value("kimi_relay_request_duration_seconds_bucket{model=\"kimi-k2\",le=\"+Inf\"}"), 7);
-  EXPECT_EQ(value("kimi_relay_request_duration_seconds_count{model=\"none\"}"), 1);
-  EXPECT_EQ(value("kimi_relay_request_duration_seconds_count{model=\"kimi-k2-turbo\"}"), 1);
+  EXPECT_EQ(overNodes("kimi_relay_request_duration_seconds_count{model=\"kimi-k2\",node=\"*\"}"), 7);
+  EXPECT_EQ(overNodes("kimi_relay_request_duration_seconds_bucket{model=\"kimi-k2\",node=\"*\",le=\"0.001\"}"), 1);
+  EXPECT_EQ(overNodes("kimi_relay_request_duration_seconds_bucket{model=\"kimi-k2\",node=\"*\",le=\"0.005\"}"), 2);
+  EXPECT_EQ(overNodes("kimi_relay_request_duration_seconds_bucket{model=\"kimi-k2\",node=\"*\",le=\"0.1\"}"), 2);
+  EXPECT_EQ(overNodes("kimi_relay_request_duration_seconds_bucket{model=\"kimi-k2\",node=\"*\",le=\"0.125\"}"), 5);
+  EXPECT_EQ(overNodes("kimi_relay_request_duration_seconds_bucket{model=\"kimi-k2\",node=\"*\",le=\"2.5\"}"), 7);
+  EXPECT_EQ(overNodes("kimi_relay_request_duration_seconds_bucket{model=\"kimi-k2\",node=\"*\",le=\"+Inf\"}"), 7);
+  EXPECT_EQ(overNodes("kimi_relay_request_duration_seconds_count{model=\"none\",node=\"*\"}"), 1);
+  EXPECT_EQ(overNodes("kimi_relay_request_duration_seconds_count{model=\"kimi-k2-turbo\",node=\"*\"}"), 1);
   // TTFT only for the three streams.
-  EXPECT_EQ(value("kimi_relay_time_to_first_token_seconds_count{model=\"kimi-k2\"}"), 3);
-  EXPECT_EQ(value("kimi_relay_time_to_first_token_seconds_bucket{model=\"kimi-k2\",le=\"0.03\"}"),
+  EXPECT_EQ(value("kimi_relay_time_to_first_token_seconds_count{model=\"kimi-k2\",node=\"none\"}"), 3);
+  EXPECT_EQ(value("kimi_relay_time_to_first_token_seconds_bucket{model=\"kimi-k2\",node=\"none\",le=\"0.03\"}"),
             3);
-  EXPECT_EQ(value("kimi_relay_time_to_first_token_seconds_bucket{model=\"kimi-k2\",le=\"0.025\"}"),
+  EXPECT_EQ(value("kimi_relay_time_to_first_token_seconds_bucket{model=\"kimi-k2\",node=\"none\",le=\"0.025\"}"),
             0);
   EXPECT_EQ(value("kimi_relay_upstream_latency_seconds_count{model=\"kimi-k2\","
                   "upstream=\"holysheep\"}"),
@@ -192,17 +211,22 @@ TEST_F(MetricsTest, HistogramCountsAndBuckets) {
 
 TEST_F(MetricsTest, WindowQuantilesPerModel) {
   recordKnownTraffic();
-  // kimi-k2 served: 0.2 ms, 5 ms, 3 × 120 ms, 2 × 2.5 s. Nearest rank: p50 is
-  // the 4th (120 ms), p95 and p99 the 7th (2.5 s); bins are within ±1.6 %.
-  const std::string m = "kimi_relay_request_duration_window_seconds{model=\"kimi-k2\",quantile=";
+  // kimi-k2 served without a node id: 0.2 ms, 3 × 120 ms, 2 × 2.5 s. Nearest
+  // rank: p50 is the 3rd (120 ms), p95 and p99 the 6th (2.5 s); bins are
+  // within ±1.6 %.
+  const std::string m = "kimi_relay_request_duration_window_seconds{model=\"kimi-k2\",node=\"none\",quantile=";
   EXPECT_NEAR(value(m + "\"0.5\"}"), 0.12, 0.12 * 0.016);
   EXPECT_NEAR(value(m + "\"0.95\"}"), 2.5, 2.5 * 0.016);
   EXPECT_NEAR(value(m + "\"0.99\"}"), 2.5, 2.5 * 0.016);
   // _count and _sum are totals since start, as for any summary.
-  EXPECT_EQ(value("kimi_relay_request_duration_window_seconds_count{model=\"kimi-k2\"}"), 7);
-  EXPECT_DOUBLE_EQ(value("kimi_relay_request_duration_window_seconds_sum{model=\"kimi-k2\"}"),
-                   3 * 0.12 + 2 * 2.5 + 0.0002 + 0.005);
-  const std::string t = "kimi_relay_time_to_first_token_window_seconds{model=\"kimi-k2\",quantile=";
+  // Per node: the 5 ms request came from node-1, the six others sent no X-Node-Id.
+  EXPECT_EQ(value("kimi_relay_request_duration_window_seconds_count{model=\"kimi-k2\",node=\"none\"}"), 6);
+  EXPECT_DOUBLE_EQ(value("kimi_relay_request_duration_window_seconds_sum{model=\"kimi-k2\",node=\"none\"}"),
+                   3 * 0.12 + 2 * 2.5 + 0.0002);
+  EXPECT_EQ(value("kimi_relay_request_duration_window_seconds_count{model=\"kimi-k2\",node=\"node-1\"}"), 1);
+  EXPECT_NEAR(value("kimi_relay_request_duration_window_seconds{model=\"kimi-k2\",node=\"node-1\",quantile=\"0.5\"}"),
+              0.005, 0.005 * 0.016);
+  const std::string t = "kimi_relay_time_to_first_token_window_seconds{model=\"kimi-k2\",node=\"none\",quantile=";
   for (const char* q : {"\"0.5\"}", "\"0.95\"}", "\"0.99\"}"}) {
     EXPECT_NEAR(value(t + q), 0.03, 0.03 * 0.016);
   }
@@ -217,7 +241,7 @@ TEST_F(MetricsTest, WindowQuantilesWithManySamples) {
     telemetry_.record(r);
   }
   const std::string m =
-      "kimi_relay_request_duration_window_seconds{model=\"kimi-k2-turbo\",quantile=";
+      "kimi_relay_request_duration_window_seconds{model=\"kimi-k2-turbo\",node=\"none\",quantile=";
   EXPECT_NEAR(value(m + "\"0.5\"}"), 0.5, 0.5 * 0.016);
   EXPECT_NEAR(value(m + "\"0.95\"}"), 0.95, 0.95 * 0.016);
   EXPECT_NEAR(value(m + "\"0.99\"}"), 0.99, 0.99 * 0.016);
@@ -321,7 +345,7 @@ TEST_F(MetricsTest, ConcurrentRecordingIsExact) {
   }
   EXPECT_EQ(requests, kThreads * kEach);
   EXPECT_EQ(input, 10.0 * kThreads * kEach);
-  EXPECT_EQ(value("kimi_relay_request_duration_seconds_count{model=\"kimi-k2\"}"),
+  EXPECT_EQ(value("kimi_relay_request_duration_seconds_count{model=\"kimi-k2\",node=\"none\"}"),
             kThreads * kEach);
 }
 
