@@ -12,7 +12,7 @@ build_pkgs=(
   nlohmann-json3-dev libspdlog-dev libfmt-dev libyaml-cpp-dev prometheus-cpp-dev
   libgtest-dev libgmock-dev libgoogle-perftools-dev
 )
-test_pkgs=(curl nghttp2-client prometheus procps openssl)
+test_pkgs=(curl nghttp2-client prometheus procps openssl python3-httpx)
 
 pkgs=("${build_pkgs[@]}")
 [[ ${1:-} == --build ]] || pkgs+=("${test_pkgs[@]}")

@@ -5,6 +5,11 @@ namespace relay::pipeline {
 McpActivity::Touch McpActivity::touch(const std::string& id, const McpSession& session,
                                       std::int64_t nowMs, std::int64_t idleMs) {
   std::lock_guard lock(mutex_);
+  if (auto gone = ended_.find(id); gone != ended_.end()) {
+    endedOrder_.erase(gone->second);
+    ended_.erase(gone);
+    return Touch::kEnded;
+  }
   auto it = byId_.find(id);
   if (it != byId_.end()) {
     List::iterator e = it->second;
@@ -41,9 +46,19 @@ std::vector<McpSession> McpActivity::takeExpired(std::int64_t nowMs, std::int64_
   while (!lru_.empty() && out.size() < max && nowMs - lru_.back().lastMs > idleMs) {
     out.push_back(std::move(lru_.back().session));
     byId_.erase(lru_.back().id);
+    remember(std::move(lru_.back().id));
     lru_.pop_back();
   }
   return out;
+}
+
+void McpActivity::remember(std::string id) {
+  if (ended_.size() >= kMaxEnded) {
+    ended_.erase(endedOrder_.front());
+    endedOrder_.pop_front();
+  }
+  endedOrder_.push_back(id);
+  ended_.emplace(std::move(id), std::prev(endedOrder_.end()));
 }
 
 std::size_t McpActivity::size() const {

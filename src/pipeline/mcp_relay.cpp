@@ -1,7 +1,7 @@
-// /v1/mcp[/{server}]: check (origin, transport headers, key, allow-list,
-// session) -> forward (credential swapped, session unwrapped, idempotent calls
-// retried while unreachable) -> relay the answer as the server gives it (JSON,
-// 202, or SSE passed through byte for byte, event ids intact) -> record.
+// /v1/mcp[/{server}]: check (key on the head, origin, transport headers,
+// allow-lists, admission, session) -> forward (credential swapped, session
+// unwrapped, idempotent calls retried while unreachable) -> answer
+// (mcp_answer.cpp) -> record.
 #include <algorithm>
 #include <chrono>
 
@@ -9,23 +9,16 @@
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
-#include "mcp_forward.hpp"
-#include "relay/common/json_write.hpp"
-#include "relay/common/limits.hpp"
-#include "relay/sse/parser.hpp"
-#include "relay/common/request_id.hpp"
+#include "mcp_exchange.hpp"
 #include "relay/admission/clock.hpp"
-#include "relay/pipeline/mcp.hpp"
+#include "relay/common/json_write.hpp"
+#include "relay/common/request_id.hpp"
 #include "relay/pipeline/mcp_activity.hpp"
-#include "relay/pipeline/mcp_request.hpp"
-#include "relay/pipeline/respond.hpp"
 #include "relay/pipeline/steps.hpp"
-#include "relay/pipeline/worker.hpp"
 
 namespace relay::pipeline {
 namespace {
 
-using SteadyClock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
 // How long an MCP stream may stay silent, and how long a tool may think before
@@ -35,13 +28,6 @@ constexpr milliseconds kStreamIdle = std::chrono::minutes(5);
 
 constexpr std::string_view kExposedHeaders =
     "mcp-session-id, mcp-protocol-version, x-relay-region, x-request-id";
-
-std::string_view mediaType(std::string_view contentType) {
-  std::string_view t = contentType.substr(0, contentType.find(';'));
-  while (!t.empty() && t.back() == ' ')
-    t.remove_suffix(1);
-  return t;
-}
 
 telemetry::McpMethod methodLabel(std::string_view httpMethod, const JsonRpcPeek& peek) {
   using telemetry::McpMethod;
@@ -61,14 +47,12 @@ telemetry::McpMethod methodLabel(std::string_view httpMethod, const JsonRpcPeek&
   return McpMethod::kOther;
 }
 
-std::int64_t steadyMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             SteadyClock::now().time_since_epoch())
-      .count();
+}  // namespace
+
+std::int64_t mcpSteadyMs() {
+  return std::chrono::duration_cast<milliseconds>(SteadyClock::now().time_since_epoch()).count();
 }
 
-// Ends `session` at its server (best effort, short deadlines): the gateway
-// has forgotten it, so the server should free what it holds.
 net::Task<void> deleteUpstreamSession(McpUpstreams& upstreams, const McpSession& session,
                                       const config::Config& cfg) {
   if (session.server >= upstreams.servers.size()) co_return;
@@ -78,6 +62,8 @@ net::Task<void> deleteUpstreamSession(McpUpstreams& upstreams, const McpSession&
   send.method = "DELETE";
   send.headers.set("mcp-session-id", session.upstreamId);
   if (!route.authorization.empty()) send.headers.set("authorization", route.authorization);
+  if (!session.protocolVersion.empty())
+    send.headers.set("mcp-protocol-version", session.protocolVersion);
   send.headers.set("user-agent", "kimi-relay");
   send.pinned = session.instance;
   send.deadlines.connect = std::min(milliseconds(cfg.timeouts.connectMs), milliseconds(2000));
@@ -91,97 +77,158 @@ net::Task<void> deleteUpstreamSession(McpUpstreams& upstreams, const McpSession&
   }
 }
 
-// One MCP exchange. Its destructor records it, so an exchange whose caller
-// left (the coroutine frame destroyed mid-await) is counted too.
-class McpExchange {
- public:
-  McpExchange(Worker& worker, net::Exchange& ex)
-      : worker_(worker),
-        ex_(ex),
-        sink_(*ex.response),
-        snapshot_(worker.snapshotPtr()),
-        upstreams_(worker.mcpUpstreams()),
-        start_(SteadyClock::now()) {}
+McpExchange::McpExchange(Worker& worker, net::Exchange& ex)
+    : worker_(worker),
+      ex_(ex),
+      sink_(*ex.response),
+      snapshot_(worker.snapshotPtr()),
+      upstreams_(worker.mcpUpstreams()),
+      start_(SteadyClock::now()) {}
 
-  ~McpExchange() {
-    if (streamOpen_) snapshot_->telemetry->mcpStreamClosed(route_->index);
-    telemetry::McpRecord r;
-    if (tenant_) {
-      r.keyName = tenant_->name;
-      r.keyId = static_cast<std::uint32_t>(tenant_->index);
-    }
-    if (route_) {
-      r.server = route_->name;
-      r.serverId = static_cast<std::uint32_t>(route_->index);
-    }
-    r.method = label_;
-    r.status = status_ != 0 ? status_ : (sink_.clientGone() ? 499 : 0);
-    auto end = headAt_.value_or(SteadyClock::now());
-    r.durationUs = std::chrono::duration_cast<std::chrono::microseconds>(end - start_).count();
-    snapshot_->telemetry->recordMcp(r);
+McpExchange::~McpExchange() {
+  if (streamOpen_) snapshot_->telemetry->mcpStreamClosed(route_->index);
+  telemetry::McpRecord r;
+  if (tenant_) {
+    r.keyName = tenant_->name;
+    r.keyId = static_cast<std::uint32_t>(tenant_->index);
   }
-  McpExchange(const McpExchange&) = delete;
-  McpExchange& operator=(const McpExchange&) = delete;
-
-  net::Task<void> run(std::string serverName);
-
- private:
-  net::Task<void> refuse(McpRefusal refusal);
-  net::Task<void> deliverWhole(upstream::ResponseStream& r, Headers headers, bool hadSession);
-  net::Task<void> deliverStream(upstream::ResponseStream& r, Headers headers);
-  net::Task<void> preflight();
-  std::optional<McpRefusal> toolNotAllowed() const;
-  std::optional<McpRefusal> admit();
-
-  Worker& worker_;
-  net::Exchange& ex_;
-  net::ResponseSink& sink_;
-  std::shared_ptr<const Snapshot> snapshot_;  // stays valid through a reload
-  std::shared_ptr<McpUpstreams> upstreams_;   // likewise: routes and pool
-  SteadyClock::time_point start_;
-  std::optional<SteadyClock::time_point> headAt_;  // GET: the stream's duration is not latency
-  McpServerRoute* route_ = nullptr;
-  const admission::Tenant* tenant_ = nullptr;
-  JsonRpcPeek peek_;
-  telemetry::McpMethod label_ = telemetry::McpMethod::kOther;
-  Headers base_;  // on every answer: x-request-id, x-relay-region, CORS
-  int status_ = 0;
-  bool streamOpen_ = false;
-  admission::Reservation reservation_;  // rpm token and concurrency slot, held while open
-};
-
-// A refusal made by the gateway: a JSON-RPC error carrying the request's id
-// when the body had one, else the gateway's plain (OpenAI-shaped) error.
-net::Task<void> McpExchange::refuse(McpRefusal refusal) {
-  status_ = refusal.status;
-  Headers h = base_;
-  for (const HeaderField& f : refusal.headers)
-    h.add(f.name, f.value);
-  std::string_view type = refusal.status >= 500 ? "server_error" : "invalid_request_error";
-  std::string body = peek_.idJson.empty()
-                         ? openAiErrorJson(refusal.message, type, refusal.code)
-                         : jsonRpcErrorBody(peek_.idJson, refusal.rpcCode, refusal.message);
-  co_await respondJson(sink_, refusal.status, std::move(h), std::move(body));
+  if (route_) {
+    r.server = route_->name;
+    r.serverId = static_cast<std::uint32_t>(route_->index);
+  }
+  r.method = label_;
+  r.status = status_ != 0 ? status_ : (sink_.clientGone() ? 499 : 0);
+  auto end = headAt_.value_or(SteadyClock::now());
+  r.durationUs = std::chrono::duration_cast<std::chrono::microseconds>(end - start_).count();
+  snapshot_->telemetry->recordMcp(r);
 }
 
-// CORS preflight: browsers send it without credentials before a POST that
-// carries Authorization or Mcp-Session-Id.
-net::Task<void> McpExchange::preflight() {
-  Headers h = base_;
-  h.add("allow", "GET, POST, DELETE, OPTIONS");
-  if (ex_.head.headers.contains("origin")) {
-    h.add("access-control-allow-methods", "GET, POST, DELETE");
-    h.add("access-control-allow-headers",
-          "authorization, x-api-key, content-type, accept, mcp-session-id, "
-          "mcp-protocol-version, last-event-id");
-    h.add("access-control-max-age", "600");
+net::Task<void> McpExchange::run(std::string serverName, bool initializePath) {
+  const net::RequestHead& req = ex_.head;
+  base_.add("x-request-id", requestIdFrom(req.headers.get("x-request-id")));
+  // The key is checked on the head; only a known caller's body is read (its
+  // JSON-RPC id then goes into every refusal). A caller with a bad key is
+  // refused below, in its turn, without a byte of its body read.
+  std::optional<ApiError> authError = authenticate(snapshot_->keys, req.headers, tenant_);
+  if (!authError && req.method == "POST" && !co_await readRequestBody()) co_return;
+  label_ = methodLabel(req.method, peek_);
+
+  std::optional<McpRefusal> refusal = findRoute(serverName);
+  if (!refusal) {
+    addCorsHeaders();
+    refusal = checkRequest(initializePath, !authError);
   }
-  status_ = 204;
-  net::ResponseHead head;
-  head.status = 204;
-  head.headers = std::move(h);
-  std::string noBody;
-  co_await sink_.respond(std::move(head), std::move(noBody));
+  if (!refusal && req.method == "OPTIONS") {
+    co_await preflight();
+    co_return;
+  }
+  if (!refusal) refusal = checkCaller(std::move(authError));
+  if (!refusal) refusal = toolNotAllowed();
+  if (!refusal) refusal = admit();
+  if (!refusal) refusal = co_await resolveSession();
+  if (refusal) {
+    co_await refuse(std::move(*refusal));
+    co_return;
+  }
+  McpSent sent = co_await sendMcp(*upstreams_, *route_, buildSend());
+  if (!sent.response) {
+    if (sink_.clientGone()) co_return;
+    bool timeout = upstream::failureClass(sent.failure.kind) == "timeout";
+    McpRefusal r{timeout ? 504 : 502, kRpcInternalError,
+                 "MCP server '" + route_->name + "' could not be reached after " +
+                     std::to_string(sent.attempts) +
+                     " attempt(s): " + upstream::describe(sent.failure) + ".",
+                 timeout ? "upstream_timeout" : "upstream_unavailable"};
+    co_await refuse(std::move(r));
+    co_return;
+  }
+  co_await answer(std::move(sent));
+}
+
+// False when the exchange is over (answered or the caller left).
+net::Task<bool> McpExchange::readRequestBody() {
+  net::BodyResult body = co_await ex_.readBody();
+  if (body.status == net::BodyStatus::kGone) co_return false;
+  if (!body.ok()) {
+    McpRefusal r{body.httpStatus(), kRpcTransportError, std::move(body.message),
+                 std::string(body.code())};
+    co_await refuse(std::move(r));
+    co_return false;
+  }
+  peek_ = peekJsonRpc(ex_.body);
+  co_return true;
+}
+
+std::optional<McpRefusal> McpExchange::findRoute(const std::string& serverName) {
+  route_ = upstreams_ ? upstreams_->find(serverName) : nullptr;
+  if (!route_) {
+    return McpRefusal{404, kRpcTransportError,
+                      serverName.empty()
+                          ? "This gateway has no MCP servers (mcp.servers is empty)."
+                          : "This gateway has no MCP server named '" + serverName + "'.",
+                      "mcp_server_not_found"};
+  }
+  if (!route_->region.empty()) base_.add("x-relay-region", route_->region);
+  return std::nullopt;
+}
+
+// An allowed Origin gets CORS headers on every answer (a foreign one is
+// refused by checkRequest, before anything else).
+void McpExchange::addCorsHeaders() {
+  const std::string* origin = ex_.head.headers.find("origin");
+  if (origin && mcpOriginAllowed(*origin, snapshot_->config.mcp.allowedOrigins)) {
+    base_.add("access-control-allow-origin", *origin);
+    base_.add("access-control-expose-headers", kExposedHeaders);
+    base_.add("vary", "origin");
+  }
+}
+
+// The method, the /initialize path, and the transport headers. The protocol
+// version is checked later, against the session's (resolveSession).
+std::optional<McpRefusal> McpExchange::checkRequest(bool initializePath, bool authenticated) {
+  const net::RequestHead& req = ex_.head;
+  const bool preflight = req.method == "OPTIONS";
+  if (req.method != "POST" && req.method != "GET" && req.method != "DELETE" && !preflight) {
+    McpRefusal r{405, kRpcTransportError,
+                 req.method + " is not supported on " + req.path + "; use POST, GET or DELETE.",
+                 "method_not_allowed"};
+    r.headers.add("allow", "GET, POST, DELETE");
+    return r;
+  }
+  std::optional<McpRefusal> bad =
+      checkMcpTransport(preflight ? std::string_view("OPTIONS") : req.method, req.headers,
+                        snapshot_->config.mcp.allowedOrigins, /*versionChecked=*/true);
+  if (bad) return bad;
+  plain_ = req.method == "POST" && mcpAcceptMode(req.headers.get("accept")) == McpAccept::kJsonOnly;
+  const bool initialize = peek_.kind == JsonRpcPeek::Kind::kRequest && peek_.method == "initialize";
+  if (initializePath && authenticated && !preflight && (req.method != "POST" || !initialize)) {
+    return McpRefusal{400, kRpcInvalidRequest,
+                      req.path + " takes only a POST of an initialize request; send other "
+                                 "messages to " + req.path.substr(0, req.path.rfind('/')) + ".",
+                      "not_an_initialize"};
+  }
+  return std::nullopt;
+}
+
+// The caller's key (it authenticates at the gateway and never goes further),
+// the key's server allow-list, and a body that is JSON-RPC.
+std::optional<McpRefusal> McpExchange::checkCaller(std::optional<ApiError> authError) {
+  if (authError) {
+    McpRefusal r{authError->status, kRpcTransportError, authError->message, authError->code};
+    if (authError->status == 401) r.headers.add("www-authenticate", "Bearer realm=\"kimi-relay\"");
+    return r;
+  }
+  if (!tenant_->mayUseMcpServer(route_->name)) {
+    return McpRefusal{403, kRpcTransportError,
+                      "The key '" + tenant_->name + "' may not use the MCP server '" +
+                          route_->name + "' (see mcp_servers of this key).",
+                      "mcp_server_not_allowed"};
+  }
+  if (ex_.head.method == "POST" && peek_.kind == JsonRpcPeek::Kind::kInvalid) {
+    return McpRefusal{400, kRpcParseError, "Parse error: the body is not a JSON-RPC message.",
+                      "invalid_json_rpc"};
+  }
+  return std::nullopt;
 }
 
 // keys[].mcp_tools: a tools/call of a tool the key's list for this server
@@ -194,7 +241,8 @@ std::optional<McpRefusal> McpExchange::toolNotAllowed() const {
   if (std::find(it->second.begin(), it->second.end(), peek_.toolName) != it->second.end())
     return std::nullopt;
   std::string allowed;
-  for (const std::string& t : it->second) allowed += (allowed.empty() ? "" : ", ") + t;
+  for (const std::string& t : it->second)
+    allowed += (allowed.empty() ? "" : ", ") + t;
   return McpRefusal{403, kRpcInvalidParams,
                     "The key '" + tenant_->name + "' may not call the tool '" + peek_.toolName +
                         "' on the MCP server '" + route_->name + "'. Allowed tools: " +
@@ -234,141 +282,79 @@ std::optional<McpRefusal> McpExchange::admit() {
   return r;
 }
 
-net::Task<void> McpExchange::run(std::string serverName) {
-  const net::RequestHead& req = ex_.head;
-  base_.add("x-request-id", requestIdFrom(req.headers.get("x-request-id")));
-  // The key is checked on the head; only a known caller's body is read (its
-  // JSON-RPC id then goes into every refusal). A caller with a bad key is
-  // refused below, in its turn, without a byte of its body read.
-  std::optional<ApiError> authError = authenticate(snapshot_->keys, req.headers, tenant_);
-  if (!authError && req.method == "POST") {
-    net::BodyResult body = co_await ex_.readBody();
-    if (body.status == net::BodyStatus::kGone) co_return;
-    if (!body.ok()) {
-      McpRefusal r{body.httpStatus(), kRpcTransportError, std::move(body.message),
-                   std::string(body.code())};
-      co_await refuse(std::move(r));
-      co_return;
-    }
-    peek_ = peekJsonRpc(ex_.body);
-  }
-  label_ = methodLabel(req.method, peek_);
-
-  route_ = upstreams_ ? upstreams_->find(serverName) : nullptr;
-  if (!route_) {
-    McpRefusal r{404, kRpcTransportError,
-                 serverName.empty() ? "This gateway has no MCP servers (mcp.servers is empty)."
-                                    : "This gateway has no MCP server named '" + serverName + "'.",
-                 "mcp_server_not_found"};
-    co_await refuse(std::move(r));
-    co_return;
-  }
-  if (!route_->region.empty()) base_.add("x-relay-region", route_->region);
-
-  // Origin: refused before anything else; an allowed one gets CORS headers.
-  const std::string* origin = req.headers.find("origin");
-  if (origin && mcpOriginAllowed(*origin, snapshot_->config.mcp.allowedOrigins)) {
-    base_.add("access-control-allow-origin", *origin);
-    base_.add("access-control-expose-headers", kExposedHeaders);
-    base_.add("vary", "origin");
-  }
-  const bool preflightRequest = req.method == "OPTIONS";
-  if (req.method != "POST" && req.method != "GET" && req.method != "DELETE" && !preflightRequest) {
-    McpRefusal r{405, kRpcTransportError,
-                 req.method + " is not supported on " + req.path + "; use POST, GET or DELETE.",
-                 "method_not_allowed"};
-    r.headers.add("allow", "GET, POST, DELETE");
-    co_await refuse(std::move(r));
-    co_return;
-  }
-  // An initialize negotiates its version in the body; an unauthenticated
-  // request is refused for its key before its version matters.
+// The session: signed by a gateway with our secret, for this server, this
+// key, and an instance that still exists (anything else is unknown: 404); not
+// idle for longer than mcp.session_idle_ms; and spoken in the protocol
+// version its server agreed to at initialize.
+net::Task<std::optional<McpRefusal>> McpExchange::resolveSession() {
+  const Headers& headers = ex_.head.headers;
   const bool initialize = peek_.kind == JsonRpcPeek::Kind::kRequest && peek_.method == "initialize";
-  std::optional<McpRefusal> bad =
-      checkMcpTransport(preflightRequest ? std::string_view("OPTIONS") : req.method, req.headers,
-                        snapshot_->config.mcp.allowedOrigins, initialize || authError.has_value());
-  if (bad) {
-    McpRefusal r = std::move(*bad);
-    co_await refuse(std::move(r));
-    co_return;
+  const std::string* sid = headers.find("mcp-session-id");
+  const std::string* version = headers.find("mcp-protocol-version");
+  if (!sid) {
+    // Without a session only the versions this gateway knows (an initialize
+    // negotiates its own in the body).
+    if (initialize) co_return std::nullopt;
+    co_return checkMcpTransport(ex_.head.method, headers, snapshot_->config.mcp.allowedOrigins,
+                                /*versionChecked=*/false);
   }
-  if (preflightRequest) {
-    co_await preflight();
-    co_return;
+  std::optional<McpSession> s = upstreams_->codec.decode(*sid);
+  if (!s || s->server != route_->index || s->instance >= route_->instances.size() ||
+      s->tenant != tenant_->name) {
+    co_return McpRefusal{404, kRpcSessionNotFound,
+                         "Session not found: the Mcp-Session-Id is unknown to this gateway, or "
+                         "belongs to another key or server; initialize a new session.",
+                         "mcp_session_not_found"};
   }
-
-  // The caller's key. It authenticates at the gateway and never goes further.
-  if (std::optional<ApiError> e = std::move(authError)) {
-    McpRefusal r{e->status, kRpcTransportError, e->message, e->code};
-    if (e->status == 401) r.headers.add("www-authenticate", "Bearer realm=\"kimi-relay\"");
-    co_await refuse(std::move(r));
-    co_return;
-  }
-  if (!tenant_->mayUseMcpServer(route_->name)) {
-    McpRefusal r{403, kRpcTransportError,
-                 "The key '" + tenant_->name + "' may not use the MCP server '" + route_->name +
-                     "' (see mcp_servers of this key).",
-                 "mcp_server_not_allowed"};
-    co_await refuse(std::move(r));
-    co_return;
-  }
-  if (req.method == "POST" && peek_.kind == JsonRpcPeek::Kind::kInvalid) {
-    McpRefusal r{400, kRpcParseError, "Parse error: the body is not a JSON-RPC message.",
-                 "invalid_json_rpc"};
-    co_await refuse(std::move(r));
-    co_return;
-  }
-  if (std::optional<McpRefusal> r = toolNotAllowed()) {
-    co_await refuse(std::move(*r));
-    co_return;
-  }
-  if (std::optional<McpRefusal> r = admit()) {
-    co_await refuse(std::move(*r));
-    co_return;
-  }
-
-  // The session: signed by a gateway with our secret, for this server, this
-  // key, and an instance that still exists. Anything else is unknown (404).
-  McpSend send;
-  std::string upstreamSession;
-  if (const std::string* sid = req.headers.find("mcp-session-id")) {
-    std::optional<McpSession> s = upstreams_->codec.decode(*sid);
-    if (!s || s->server != route_->index || s->instance >= route_->instances.size() ||
-        s->tenant != tenant_->name) {
-      McpRefusal r{404, kRpcSessionNotFound,
-                   "Session not found: the Mcp-Session-Id is unknown to this gateway, or belongs "
-                   "to another key or server; initialize a new session.",
-                   "mcp_session_not_found"};
-      co_await refuse(std::move(r));
-      co_return;
-    }
-    // Idle too long (mcp.session_idle_ms): ended here and at the server.
-    const auto idleMs = static_cast<std::int64_t>(snapshot_->config.mcp.sessionIdleMs);
-    if (mcpActivity().touch(*sid, *s, steadyMs(), idleMs) == McpActivity::Touch::kExpired) {
+  const auto idleMs = static_cast<std::int64_t>(snapshot_->config.mcp.sessionIdleMs);
+  const McpActivity::Touch touched = mcpActivity().touch(*sid, *s, mcpSteadyMs(), idleMs);
+  if (touched == McpActivity::Touch::kExpired || touched == McpActivity::Touch::kEnded) {
+    if (touched == McpActivity::Touch::kExpired)
       co_await deleteUpstreamSession(*upstreams_, *s, snapshot_->config);
-      McpRefusal r{404, kRpcSessionNotFound,
-                   "Session not found: it was idle for longer than " + std::to_string(idleMs) +
-                       " ms (mcp.session_idle_ms) and has ended; initialize a new session.",
-                   "mcp_session_expired"};
-      co_await refuse(std::move(r));
-      co_return;
-    }
-    if (req.method == "DELETE") mcpActivity().forget(*sid);
-    send.pinned = s->instance;
-    upstreamSession = std::move(s->upstreamId);
+    co_return McpRefusal{404, kRpcSessionNotFound,
+                         "Session not found: it was idle for longer than " +
+                             std::to_string(idleMs) +
+                             " ms (mcp.session_idle_ms) and has ended; initialize a new session.",
+                         "mcp_session_expired"};
   }
+  if (version && !s->protocolVersion.empty() && *version != s->protocolVersion) {
+    co_return McpRefusal{400, kRpcTransportError,
+                         "Bad Request: MCP-Protocol-Version is '" + *version +
+                             "' but this session's server agreed to '" + s->protocolVersion +
+                             "' at initialize; send that version",
+                         "protocol_version_mismatch"};
+  }
+  if (version && s->protocolVersion.empty() && !supportedMcpProtocolVersion(*version)) {
+    co_return checkMcpTransport(ex_.head.method, headers, snapshot_->config.mcp.allowedOrigins,
+                                /*versionChecked=*/false);
+  }
+  if (ex_.head.method == "DELETE") mcpActivity().forget(*sid);
+  session_ = std::move(s);
+  co_return std::nullopt;
+}
 
-  const config::Config& cfg0 = snapshot_->config;
-  // Credentials are swapped: the caller's are dropped with the other fields
-  // that never leave the gateway, the server's own is injected.
-  send.headers = forwardableHeaders(req.headers, ForwardFor::kMcp, cfg0.forwardHeaders);
-  send.headers.set("x-forwarded-for", forwardedFor(req, cfg0.server.trustedProxies));
-  if (!upstreamSession.empty()) send.headers.set("mcp-session-id", upstreamSession);
+// The request as the server gets it. Credentials are swapped: the caller's
+// stay at the gateway with every field not on the allow-list, the server's
+// own is injected.
+McpSend McpExchange::buildSend() {
+  const net::RequestHead& req = ex_.head;
+  const config::Config& cfg = snapshot_->config;
+  McpSend send;
+  send.headers = forwardableHeaders(req.headers, ForwardFor::kMcp, cfg.forwardHeaders);
+  send.headers.set("x-forwarded-for", forwardedFor(req, cfg.server.trustedProxies));
+  if (session_) {
+    send.pinned = session_->instance;
+    send.headers.set("mcp-session-id", session_->upstreamId);
+  }
   if (!route_->authorization.empty()) send.headers.set("authorization", route_->authorization);
   send.headers.set("x-request-id", base_.get("x-request-id"));
   send.headers.set("accept-encoding", "identity");  // bytes are relayed as they come
-
-  const config::Config& cfg = snapshot_->config;
+  if (req.method == "POST") {
+    // The server is spoken to as the spec requires, whatever a plain
+    // caller accepts: its answer is gathered into JSON for it (mcp_answer.cpp).
+    send.headers.set("accept", "application/json, text/event-stream");
+    send.headers.set("content-type", "application/json");
+  }
   const bool idempotent = idempotentMcpCall(peek_) || req.method != "POST";
   send.method = req.method;
   send.body = ex_.body;
@@ -382,151 +368,42 @@ net::Task<void> McpExchange::run(std::string serverName) {
   send.retryable = idempotent;
   send.maxAttempts = cfg.retry.maxAttempts;
   send.backoff = {milliseconds(cfg.retry.backoff.baseMs), milliseconds(cfg.retry.backoff.maxMs)};
+  return send;
+}
 
-  McpSent sent = co_await sendMcp(*upstreams_, *route_, std::move(send));
-  if (!sent.response) {
-    if (sink_.clientGone()) co_return;
-    bool timeout = upstream::failureClass(sent.failure.kind) == "timeout";
-    McpRefusal r{timeout ? 504 : 502, kRpcInternalError,
-                 "MCP server '" + route_->name + "' could not be reached after " +
-                     std::to_string(sent.attempts) +
-                     " attempt(s): " + upstream::describe(sent.failure) + ".",
-                 timeout ? "upstream_timeout" : "upstream_unavailable"};
-    co_await refuse(std::move(r));
-    co_return;
-  }
-
-  upstream::ResponseStream& resp = *sent.response;
+// A refusal made by the gateway: a JSON-RPC error carrying the request's id
+// when the body had one, else the gateway's plain (OpenAI-shaped) error.
+net::Task<void> McpExchange::refuse(McpRefusal refusal) {
+  status_ = refusal.status;
   Headers h = base_;
-  for (const char* name : {"content-type", "cache-control", "retry-after", "allow",
-                           "mcp-protocol-version", "x-accel-buffering"}) {
-    if (const std::string* v = resp.headers().find(name)) h.add(name, *v);
-  }
-  if (const std::string* sid = resp.headers().find("mcp-session-id")) {
-    McpSession session{static_cast<std::uint16_t>(route_->index),
-                       static_cast<std::uint16_t>(sent.instance), tenant_->name, *sid};
-    std::optional<std::string> wrapped = upstreams_->codec.encode(session);
-    if (!wrapped) {
-      McpRefusal r{502, kRpcInternalError,
-                   "MCP server '" + route_->name + "' returned an unusable Mcp-Session-Id.",
-                   "upstream_invalid_session"};
-      co_await refuse(std::move(r));
-      co_return;
-    }
-    h.set("mcp-session-id", *wrapped);
-    if (upstreamSession.empty()) {  // a new session: its idle clock starts now
-      mcpActivity().touch(*wrapped, session, steadyMs(),
-                          static_cast<std::int64_t>(snapshot_->config.mcp.sessionIdleMs));
-    }
-  }
-  if (resp.status() == 401 || resp.status() == 407) {
-    // The server refused the gateway's own credential: the caller cannot fix that.
-    McpRefusal r{502, kRpcInternalError,
-                 "MCP server '" + route_->name + "' refused the gateway's credential (HTTP " +
-                     std::to_string(resp.status()) + "); check mcp.servers[].api_key.",
-                 "upstream_auth_failed"};
-    co_await refuse(std::move(r));
-    co_return;
-  }
-  if (resp.status() == 200 &&
-      mediaType(resp.headers().get("content-type")) == "text/event-stream") {
-    co_await deliverStream(resp, std::move(h));
-  } else {
-    co_await deliverWhole(resp, std::move(h), !upstreamSession.empty());
-  }
+  for (const HeaderField& f : refusal.headers)
+    h.add(f.name, f.value);
+  std::string_view type = refusal.status >= 500 ? "server_error" : "invalid_request_error";
+  std::string body = peek_.idJson.empty()
+                         ? openAiErrorJson(refusal.message, type, refusal.code)
+                         : jsonRpcErrorBody(peek_.idJson, refusal.rpcCode, refusal.message);
+  co_await respondJson(sink_, refusal.status, std::move(h), std::move(body));
 }
 
-net::Task<void> McpExchange::deliverWhole(upstream::ResponseStream& r, Headers headers,
-                                          bool hadSession) {
-  std::string body;
-  const std::uint64_t cap = snapshot_->config.mcp.servers[route_->index].maxResponseBytes;
-  if (!co_await r.readAll(body, cap)) {
-    if (sink_.clientGone()) co_return;
-    McpRefusal e{502, kRpcInternalError,
-                 "MCP server '" + route_->name +
-                     "' failed while sending its answer: " + upstream::describe(r.failure()) + ".",
-                 "upstream_unavailable"};
-    co_await refuse(std::move(e));
-    co_return;
+// CORS preflight: browsers send it without credentials before a POST that
+// carries Authorization or Mcp-Session-Id.
+net::Task<void> McpExchange::preflight() {
+  Headers h = base_;
+  h.add("allow", "GET, POST, DELETE, OPTIONS");
+  if (ex_.head.headers.contains("origin")) {
+    h.add("access-control-allow-methods", "GET, POST, DELETE");
+    h.add("access-control-allow-headers",
+          "authorization, x-api-key, content-type, accept, mcp-session-id, "
+          "mcp-protocol-version, last-event-id");
+    h.add("access-control-max-age", "600");
   }
-  int status = r.status();
-  // Spec: an unknown or ended session gets 404, so that the client starts a
-  // new one. Some servers answer 400; the gateway corrects that.
-  if (hadSession && status == 400 && mentionsUnknownSession(body)) {
-    status = 404;
-    body = jsonRpcErrorBody(peek_.idJson, kRpcSessionNotFound,
-                            "Session not found: the MCP server no longer knows this session; "
-                            "initialize a new session.");
-    headers.set("content-type", "application/json");
-    headers.remove("mcp-session-id");
-  }
-  status_ = status;
+  status_ = 204;
   net::ResponseHead head;
-  head.status = status;
-  head.headers = std::move(headers);
-  co_await sink_.respond(std::move(head), std::move(body));
+  head.status = 204;
+  head.headers = std::move(h);
+  std::string noBody;
+  co_await sink_.respond(std::move(head), std::move(noBody));
 }
-
-// Relays an SSE body byte for byte as it arrives: event ids, priming events,
-// retry fields and keep-alive comments reach the caller unchanged.
-net::Task<void> McpExchange::deliverStream(upstream::ResponseStream& r, Headers headers) {
-  if (!headers.contains("cache-control")) headers.add("cache-control", "no-cache, no-transform");
-  headers.set("x-accel-buffering", "no");
-  status_ = r.status();
-  if (ex_.head.method == "GET") {
-    headAt_ = SteadyClock::now();
-    snapshot_->telemetry->mcpStreamOpened(static_cast<std::uint32_t>(route_->index));
-    streamOpen_ = true;
-  }
-  net::ResponseHead head;
-  head.status = r.status();
-  head.headers = std::move(headers);
-  if (!co_await sink_.start(std::move(head))) co_return;
-  // Registered with the worker while open, so that the end of a drain can
-  // abort it (the caller then resumes on another gateway).
-  struct Registration {
-    Worker& worker;
-    upstream::ResponseStream* stream;
-    ~Registration() { worker.streamEnded(stream); }
-  } registration{worker_, &r};
-  worker_.streamStarted(&r);
-  // Whole events only: an event over the server's cap then ends the stream
-  // with an error event of its own, never glued to a partial one.
-  const std::size_t cap = snapshot_->config.mcp.servers[route_->index].maxResponseBytes;
-  sse::Parser events(sse::ParserLimits{cap});
-  std::string chunk;
-  chunk.reserve(16 * 1024);
-  for (;;) {
-    chunk.clear();
-    bool more = co_await r.read(chunk);
-    events.consume();  // written by the previous round
-    events.feed(chunk);
-    if (events.parse() != sse::ParseStatus::kOk) {
-      countLimit(Limit::kSseEventBytes);
-      std::string error = "event: message\ndata: ";
-      error += jsonRpcErrorBody(peek_.idJson.empty() ? "null" : peek_.idJson, kRpcInternalError,
-                                "MCP server '" + route_->name + "' sent an event larger than " +
-                                    std::to_string(cap) +
-                                    " bytes (mcp.servers[].max_response_bytes); the stream was ended");
-      error += "\n\n";
-      if (co_await sink_.write(error)) co_await sink_.finish();
-      co_return;
-    }
-    std::string_view whole = events.completeBytes();
-    if (!whole.empty() && !co_await sink_.write(whole)) co_return;  // caller gone
-    if (!more) break;
-  }
-  if (r.failure()) {
-    // Never a clean end for a broken stream: the client sees the failure and
-    // resumes with Last-Event-ID instead of waiting for an answer that will
-    // not come on this stream.
-    if (!sink_.clientGone()) sink_.abort();
-    co_return;
-  }
-  co_await sink_.finish();
-}
-
-}  // namespace
 
 net::Task<void> runMcpSessionSweeper(Worker& worker) {
   boost::asio::steady_timer timer(co_await boost::asio::this_coro::executor);
@@ -540,15 +417,23 @@ net::Task<void> runMcpSessionSweeper(Worker& worker) {
     std::shared_ptr<McpUpstreams> upstreams = worker.mcpUpstreams();
     if (!upstreams) continue;
     for (const McpSession& s : mcpActivity().takeExpired(
-             steadyMs(), static_cast<std::int64_t>(snap->config.mcp.sessionIdleMs), 64)) {
+             mcpSteadyMs(), static_cast<std::int64_t>(snap->config.mcp.sessionIdleMs), 64)) {
       co_await deleteUpstreamSession(*upstreams, s, snap->config);
     }
   }
 }
 
 net::Task<void> handleMcp(Worker& worker, net::Exchange& exchange, std::string serverName) {
+  // /v1/mcp/{server}/initialize: the initialize of /v1/mcp/{server}, as
+  // hosted relays spell it for plain HTTP clients.
+  bool initializePath = false;
+  if (std::size_t slash = serverName.find('/');
+      slash != std::string::npos && serverName.substr(slash + 1) == "initialize") {
+    serverName.resize(slash);
+    initializePath = true;
+  }  // any other sub-path names no server: 404
   McpExchange mcp(worker, exchange);
-  co_await mcp.run(std::move(serverName));
+  co_await mcp.run(std::move(serverName), initializePath);
 }
 
 }  // namespace relay::pipeline

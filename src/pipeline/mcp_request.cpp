@@ -113,9 +113,18 @@ bool mcpOriginAllowed(std::string_view origin, const std::vector<std::string>& a
   return false;
 }
 
+McpAccept mcpAcceptMode(std::string_view accept) {
+  if (acceptOffers(accept, "application/json") && acceptOffers(accept, "text/event-stream"))
+    return McpAccept::kBoth;
+  if (trimWhitespace(accept).empty() || acceptOffers(accept, "application/json") ||
+      acceptOffers(accept, "*/*") || acceptOffers(accept, "application/*"))
+    return McpAccept::kJsonOnly;
+  return McpAccept::kNeither;
+}
+
 std::optional<McpRefusal> checkMcpTransport(std::string_view method, const Headers& headers,
                                             const std::vector<std::string>& allowedOrigins,
-                                            bool initialize) {
+                                            bool versionChecked) {
   // Origin first: a page on a foreign origin learns nothing else (DNS rebinding).
   if (const std::string* origin = headers.find("origin");
       origin && !mcpOriginAllowed(*origin, allowedOrigins)) {
@@ -126,10 +135,10 @@ std::optional<McpRefusal> checkMcpTransport(std::string_view method, const Heade
   }
   std::string_view accept = headers.get("accept");
   if (method == "POST") {
-    if (!acceptOffers(accept, "application/json") || !acceptOffers(accept, "text/event-stream")) {
+    if (mcpAcceptMode(accept) == McpAccept::kNeither) {
       return McpRefusal{406, kRpcTransportError,
-                        "Not Acceptable: the Accept header must list both application/json and "
-                        "text/event-stream",
+                        "Not Acceptable: the Accept header must allow application/json (and, for "
+                        "streamed answers, text/event-stream)",
                         "not_acceptable"};
     }
     if (!isJsonContentType(headers.get("content-type"))) {
@@ -143,7 +152,7 @@ std::optional<McpRefusal> checkMcpTransport(std::string_view method, const Heade
                       "not_acceptable"};
   }
   if (const std::string* version = headers.find("mcp-protocol-version");
-      version && !initialize && !supportedMcpProtocolVersion(*version)) {
+      version && !versionChecked && !supportedMcpProtocolVersion(*version)) {
     std::string list;
     for (std::string_view v : kMcpProtocolVersions)
       list += (list.empty() ? "" : ", ") + std::string(v);

@@ -13,14 +13,19 @@ namespace relay::pipeline {
 namespace {
 
 constexpr std::string_view kPrefix = "kr1.";
-constexpr std::uint8_t kVersion = 1;
+constexpr std::uint8_t kVersion1 = 1;  // decoded only: no protocol version inside
+constexpr std::uint8_t kVersion = 2;
+constexpr std::size_t kMaxProtocolVersionBytes = 32;
 constexpr std::size_t kMacBytes = 32;
 // Domain separation: a MAC made for something else under the same secret
 // can never pass as a session id.
 constexpr std::string_view kMacContext{"kimi-relay mcp session v1\0", 26};
 // Longest id decode() looks at; anything longer cannot be one of ours.
 constexpr std::size_t kMaxIdChars =
-    kPrefix.size() + (5 + 1 + 255 + McpSessionCodec::kMaxUpstreamIdBytes + kMacBytes) * 4 / 3 + 4;
+    kPrefix.size() +
+    (5 + 1 + 255 + 1 + kMaxProtocolVersionBytes + McpSessionCodec::kMaxUpstreamIdBytes + kMacBytes) *
+        4 / 3 +
+    4;
 
 constexpr char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
 
@@ -100,10 +105,11 @@ std::optional<std::string> base64UrlDecode(std::string_view text) {
 
 std::optional<std::string> McpSessionCodec::encode(const McpSession& s) const {
   if (s.tenant.empty() || s.tenant.size() > 255 || s.upstreamId.empty() ||
-      s.upstreamId.size() > kMaxUpstreamIdBytes)
+      s.upstreamId.size() > kMaxUpstreamIdBytes ||
+      s.protocolVersion.size() > kMaxProtocolVersionBytes)
     return std::nullopt;
   std::string payload;
-  payload.reserve(6 + s.tenant.size() + s.upstreamId.size() + kMacBytes);
+  payload.reserve(7 + s.tenant.size() + s.protocolVersion.size() + s.upstreamId.size() + kMacBytes);
   payload += static_cast<char>(kVersion);
   payload += static_cast<char>(s.server >> 8);
   payload += static_cast<char>(s.server & 0xff);
@@ -111,6 +117,8 @@ std::optional<std::string> McpSessionCodec::encode(const McpSession& s) const {
   payload += static_cast<char>(s.instance & 0xff);
   payload += static_cast<char>(s.tenant.size());
   payload += s.tenant;
+  payload += static_cast<char>(s.protocolVersion.size());
+  payload += s.protocolVersion;
   payload += s.upstreamId;
   auto tag = mac(secret_, payload);
   payload.append(reinterpret_cast<const char*>(tag.data()), tag.size());
@@ -129,14 +137,21 @@ std::optional<McpSession> McpSessionCodec::decode(std::string_view id) const {
   // Authentic from here on; the checks below only guard against our own bugs
   // or an id made under the same secret by an incompatible version.
   auto byte = [&](std::size_t i) { return static_cast<unsigned char>(payload[i]); };
-  if (byte(0) != kVersion) return std::nullopt;
+  if (byte(0) != kVersion && byte(0) != kVersion1) return std::nullopt;
   McpSession s;
   s.server = static_cast<std::uint16_t>(byte(1) << 8 | byte(2));
   s.instance = static_cast<std::uint16_t>(byte(3) << 8 | byte(4));
   std::size_t n = byte(5);
   if (n == 0 || payload.size() <= 6 + n) return std::nullopt;
   s.tenant = std::string(payload.substr(6, n));
-  s.upstreamId = std::string(payload.substr(6 + n));
+  std::size_t at = 6 + n;
+  if (byte(0) == kVersion) {
+    std::size_t m = byte(at);
+    if (m > kMaxProtocolVersionBytes || payload.size() <= at + 1 + m) return std::nullopt;
+    s.protocolVersion = std::string(payload.substr(at + 1, m));
+    at += 1 + m;
+  }
+  s.upstreamId = std::string(payload.substr(at));
   return s;
 }
 

@@ -14,8 +14,9 @@
 //                         server-everything (the gateway must turn it into 404)
 //
 // JSON-RPC served: initialize (a new session, JSON answer), ping, tools/list,
-// tools/call `whoami` (JSON) and `stream` (an SSE answer: a progress
-// notification then the result, each with an event id), notifications and
+// tools/call `whoami` (JSON), `sleep` (JSON after arguments.ms) and `stream`
+// (an SSE answer: a progress notification then the result, each with an
+// event id), notifications and
 // client responses (202). GET opens an SSE stream that sends one event naming
 // the Last-Event-ID it was given and stays open; DELETE ends the session.
 
@@ -25,6 +26,7 @@ import { createServer } from 'node:http';
 export const RECORDER_TOOLS = [
   { name: 'whoami', description: 'Names the instance that answers', inputSchema: { type: 'object' } },
   { name: 'stream', description: 'Answers as an SSE stream', inputSchema: { type: 'object' } },
+  { name: 'sleep', description: 'Answers after arguments.ms milliseconds', inputSchema: { type: 'object' } },
 ];
 
 export async function startRecordingMcp({ name = 'recorder', apiKey, unknownSessionStatus = 400 } = {}) {
@@ -119,6 +121,10 @@ export async function startRecordingMcp({ name = 'recorder', apiKey, unknownSess
       case 'tools/call': {
         const tool = message.params?.name;
         if (tool === 'whoami') return result({ content: [{ type: 'text', text: name }] });
+        if (tool === 'sleep') {
+          await new Promise((r) => setTimeout(r, Number(message.params?.arguments?.ms ?? 100)));
+          return result({ content: [{ type: 'text', text: 'slept' }] });
+        }
         if (tool === 'stream') {
           res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', 'mcp-session-id': sid });
           const progress = { jsonrpc: '2.0', method: 'notifications/progress', params: { progressToken: 1, progress: 1, total: 1 } };

@@ -64,7 +64,8 @@ std::shared_ptr<McpUpstreams> makeMcpUpstreams(const config::Mcp& mcp,
 // mcp_activity.hpp). Runs on one worker until its loop stops.
 net::Task<void> runMcpSessionSweeper(Worker& worker);
 
-// Serves one request on /v1/mcp (`serverName` "") or /v1/mcp/{serverName}.
+// Serves one request on /v1/mcp (`serverName` "") or /v1/mcp/{serverName}
+// (also /v1/mcp/{serverName}/initialize, the initialize of that server).
 net::Task<void> handleMcp(Worker& worker, net::Exchange& exchange, std::string serverName);
 
 }  // namespace relay::pipeline

@@ -27,13 +27,19 @@ namespace relay::pipeline {
 class McpActivity {
  public:
   static constexpr std::size_t kMaxSessions = 100'000;
+  // Sessions ended for idleness that are remembered as ended (so their next
+  // request hears why, without asking the server); the oldest is forgotten first.
+  static constexpr std::size_t kMaxEnded = 10'000;
 
-  enum class Touch { kFresh, kActive, kExpired };
+  // kExpired: idle too long, ended now (the caller ends it at the server);
+  // kEnded: the sweeper ended it already.
+  enum class Touch { kFresh, kActive, kExpired, kEnded };
 
   explicit McpActivity(std::size_t maxSessions = kMaxSessions) : max_(maxSessions) {}
 
   // Records a use of session `id` at `nowMs`. kExpired (and the session is
-  // forgotten) when its last use is more than `idleMs` ago.
+  // forgotten) when its last use is more than `idleMs` ago, or the sweeper
+  // ended it.
   Touch touch(const std::string& id, const McpSession& session, std::int64_t nowMs,
               std::int64_t idleMs);
   // The caller ended it (DELETE).
@@ -49,9 +55,12 @@ class McpActivity {
     std::int64_t lastMs = 0;
   };
   using List = std::list<Entry>;  // most recently used first
+  void remember(std::string id);  // mutex_ held
   mutable std::mutex mutex_;
   List lru_;
   std::unordered_map<std::string, List::iterator> byId_;
+  std::list<std::string> endedOrder_;  // oldest first
+  std::unordered_map<std::string, std::list<std::string>::iterator> ended_;
   const std::size_t max_;
 };
 

@@ -71,16 +71,26 @@ bool isJsonContentType(std::string_view contentType);
 // origins from the config, or "*"). Compared ignoring ASCII case.
 bool mcpOriginAllowed(std::string_view origin, const std::vector<std::string>& allowed);
 
+// What a POST's Accept lets the gateway answer with.
+enum class McpAccept {
+  kBoth,      // application/json and text/event-stream, as the MCP spec asks
+  kJsonOnly,  // a plain HTTP client (no Accept, */*, or JSON only): the answer is
+              // gathered into one JSON body, whatever the server streams
+  kNeither,   // nothing the gateway can send: 406
+};
+McpAccept mcpAcceptMode(std::string_view accept);
+
 // Transport rules for `method` ("GET", "POST", "DELETE") with `headers`:
 //   Origin present and not allowed            -> 403
-//   POST whose Accept lacks application/json or text/event-stream -> 406
+//   POST whose Accept offers neither JSON nor SSE -> 406 (JSON-only is served)
 //   GET whose Accept lacks text/event-stream  -> 406
 //   POST whose Content-Type is not JSON       -> 415
-//   MCP-Protocol-Version present and unsupported, on anything but an
-//   initialize request (whose version is negotiated in its body) -> 400
+//   MCP-Protocol-Version present and unsupported, unless `versionChecked`
+//   (an initialize negotiates its version in the body; a session's request is
+//   checked against the session's own version) -> 400
 std::optional<McpRefusal> checkMcpTransport(std::string_view method, const Headers& headers,
                                             const std::vector<std::string>& allowedOrigins,
-                                            bool initialize);
+                                            bool versionChecked);
 
 // True when a POST carrying `peek` may be sent again after the upstream could
 // not be reached: initialize, ping and the */list methods, whose repetition

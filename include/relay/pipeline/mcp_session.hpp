@@ -11,8 +11,10 @@
 //
 // Format: "kr1." + base64url(payload || HMAC-SHA256("kimi-relay mcp session v1\0"
 // || payload)), no padding, where payload is
-//   u8 version (1) | u16 server index | u16 instance index (big-endian) |
-//   u8 n | n bytes tenant name | the upstream's session id (the rest).
+//   u8 version (2) | u16 server index | u16 instance index (big-endian) |
+//   u8 n | n bytes tenant name | u8 m | m bytes protocol version |
+//   the upstream's session id (the rest).
+// Version 1 ids (no protocol version) are still read.
 // Every character is visible ASCII, as Mcp-Session-Id requires.
 #pragma once
 
@@ -26,8 +28,9 @@ namespace relay::pipeline {
 struct McpSession {
   std::uint16_t server = 0;    // position in config.mcp.servers
   std::uint16_t instance = 0;  // position in that server's instances
-  std::string tenant;          // the key's name (1..255 bytes)
-  std::string upstreamId;      // the upstream's Mcp-Session-Id (1..kMaxUpstreamIdBytes)
+  std::string tenant;           // the key's name (1..255 bytes)
+  std::string upstreamId;       // the upstream's Mcp-Session-Id (1..kMaxUpstreamIdBytes)
+  std::string protocolVersion;  // what the server agreed at initialize (0..32 bytes; "" = unknown)
 
   bool operator==(const McpSession&) const = default;
 };

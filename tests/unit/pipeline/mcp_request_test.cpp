@@ -47,16 +47,24 @@ TEST(McpPeek, ErrorBodiesEchoTheId) {
             R"({"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error"}})");
 }
 
-TEST(McpChecks, AcceptMustListBothTypesOnPost) {
+TEST(McpChecks, APostMustAcceptJsonAndIsPlainWithoutSse) {
   EXPECT_FALSE(checkMcpTransport("POST", post(), kOrigins, false));
   EXPECT_FALSE(checkMcpTransport("POST", post("text/event-stream;q=0.5, APPLICATION/JSON"),
                                  kOrigins, false));
-  for (std::string_view accept : {"application/json", "text/event-stream", "*/*", "",
+  EXPECT_EQ(mcpAcceptMode("application/json, text/event-stream"), McpAccept::kBoth);
+  // Plain HTTP clients (httpx and requests send */*; some send nothing): served JSON.
+  for (std::string_view accept : {"application/json", "*/*", "", "application/*",
                                   "application/json, text/event-stream;q=0",
                                   "application/json, text/event-stream; q=0.000"}) {
+    EXPECT_FALSE(checkMcpTransport("POST", post(accept), kOrigins, false)) << accept;
+    EXPECT_EQ(mcpAcceptMode(accept), McpAccept::kJsonOnly) << accept;
+  }
+  // Nothing the gateway can send.
+  for (std::string_view accept : {"text/event-stream", "text/html", "application/json;q=0"}) {
     auto r = checkMcpTransport("POST", post(accept), kOrigins, false);
     ASSERT_TRUE(r) << accept;
     EXPECT_EQ(r->status, 406) << accept;
+    EXPECT_EQ(mcpAcceptMode(accept), McpAccept::kNeither) << accept;
   }
 }
 

@@ -119,5 +119,16 @@ TEST(Base64Url, MatchesRfc4648Vectors) {
   EXPECT_FALSE(base64UrlDecode("Zm+v"));   // the standard alphabet's '+'
 }
 
+
+TEST(McpSession, CarriesTheProtocolVersionTheServerAgreedTo) {
+  McpSessionCodec codec("a-secret-of-at-least-thirty-two-characters");
+  McpSession s{1, 0, "planner", "upstream-session", "2024-11-05"};
+  std::optional<std::string> id = codec.encode(s);
+  ASSERT_TRUE(id);
+  EXPECT_EQ(codec.decode(*id), s);
+  s.protocolVersion = std::string(33, 'v');  // beyond 32 bytes
+  EXPECT_FALSE(codec.encode(s));
+}
+
 }  // namespace
 }  // namespace relay::pipeline
