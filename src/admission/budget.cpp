@@ -185,18 +185,42 @@ std::variant<BudgetHold, BudgetRefusal> Budget::reserve(const BudgetAsk& ask, Wa
   return BudgetHold(this, held);
 }
 
-void Budget::settleHold(const BudgetAsk& held, const BudgetAsk& actual, WallTime now) {
+std::optional<double> Budget::settleHold(const BudgetAsk& held, const BudgetAsk& actual,
+                                         WallTime now) {
   rollOverIfDue(now);
   const NanoUsd usd = std::max<NanoUsd>(actual.usd, 0);
   // Spent first, then the hold becomes the actual: a reservation racing this
   // sees, at worst, both for an instant — never less than the truth.
-  if (usd > 0) spent_.fetch_add(usd, std::memory_order_relaxed);
-  if (actual.inputTokens) inputTokens_.fetch_add(actual.inputTokens, std::memory_order_relaxed);
-  if (actual.outputTokens) outputTokens_.fetch_add(actual.outputTokens, std::memory_order_relaxed);
+  const NanoUsd usdBefore = usd > 0 ? spent_.fetch_add(usd, std::memory_order_relaxed) : 0;
+  const std::uint64_t inBefore =
+      actual.inputTokens ? inputTokens_.fetch_add(actual.inputTokens, std::memory_order_relaxed) : 0;
+  const std::uint64_t outBefore =
+      actual.outputTokens ? outputTokens_.fetch_add(actual.outputTokens, std::memory_order_relaxed)
+                          : 0;
   committedUsd_.fetch_add(usd - held.usd, std::memory_order_relaxed);
   // Unsigned wrap-around adds the (possibly negative) difference exactly.
   committedInput_.fetch_add(actual.inputTokens - held.inputTokens, std::memory_order_relaxed);
   committedOutput_.fetch_add(actual.outputTokens - held.outputTokens, std::memory_order_relaxed);
+
+  // Did this settlement carry a cap's spend across the warning share?
+  std::optional<double> crossed;
+  auto check = [&](double before, double added, std::optional<double> cap) {
+    if (!cap || *cap <= 0 || added <= 0) return;
+    const double warn = BudgetHold::kWarnFraction * *cap;
+    if (before < warn && before + added >= warn) {
+      crossed = std::max(crossed.value_or(0), (before + added) / *cap);
+    }
+  };
+  check(static_cast<double>(usdBefore), static_cast<double>(usd),
+        usdCap_ > 0 ? std::optional<double>(static_cast<double>(usdCap_)) : std::nullopt);
+  check(static_cast<double>(inBefore), static_cast<double>(actual.inputTokens),
+        options_.maxInputTokens ? std::optional<double>(static_cast<double>(*options_.maxInputTokens))
+                                : std::nullopt);
+  check(static_cast<double>(outBefore), static_cast<double>(actual.outputTokens),
+        options_.maxOutputTokens
+            ? std::optional<double>(static_cast<double>(*options_.maxOutputTokens))
+            : std::nullopt);
+  return crossed;
 }
 
 void Budget::record(double usd, std::uint64_t inputTokens, std::uint64_t outputTokens,
@@ -265,9 +289,9 @@ BudgetHold::~BudgetHold() {
   if (budget_) budget_->settleHold(held_, usedSoFar_, std::chrono::system_clock::now());
 }
 
-void BudgetHold::settle(const BudgetAsk& actual, WallTime now) {
-  if (!budget_) return;
-  std::exchange(budget_, nullptr)->settleHold(held_, actual, now);
+std::optional<double> BudgetHold::settle(const BudgetAsk& actual, WallTime now) {
+  if (!budget_) return std::nullopt;
+  return std::exchange(budget_, nullptr)->settleHold(held_, actual, now);
 }
 
 }  // namespace relay::admission

@@ -6,6 +6,7 @@
 #include <openssl/crypto.h>
 
 #include "relay/admission/key_store.hpp"
+#include "relay/api/events.hpp"
 #include "relay/common/json_write.hpp"
 #include "relay/pipeline/respond.hpp"
 
@@ -81,6 +82,7 @@ net::Handler adminHandler(AdminState& state) {
     }
     if (path == "/metrics" && readOnly(ex) && state.metrics)
       return serveMetrics(ex, *state.metrics);
+    if (path == "/admin/events") return handleEvents(state.snapshot(), ex, std::string(), true);
     if (path == "/admin/reload" && ex.head.method == "POST" && state.reload) {
       auto snap = state.snapshot();
       if (snap->config.admin.keySha256.empty()) {

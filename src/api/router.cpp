@@ -1,6 +1,7 @@
 #include "relay/api/router.hpp"
 
 #include "relay/api/admin.hpp"
+#include "relay/api/events.hpp"
 #include "relay/api/models.hpp"
 #include "relay/pipeline/chat.hpp"
 #include "relay/pipeline/mcp.hpp"
@@ -45,10 +46,16 @@ net::Handler mainHandler(pipeline::Worker& worker) {
       if (ex.head.method != "GET") return methodNotAllowed(ex, "GET");
       return handleModels(worker, ex);
     }
+    if (path == "/events") return handleEvents(worker.snapshotPtr(), ex, std::string(), false);
     // MCP Streamable HTTP: the handler answers every method itself (405, CORS).
     if (path == "/mcp") return pipeline::handleMcp(worker, ex, std::string());
     if (path.starts_with("/mcp/")) {
-      return pipeline::handleMcp(worker, ex, std::string(path.substr(5)));
+      std::string_view rest = path.substr(5);
+      if (rest.ends_with("/events") && rest.find('/') == rest.size() - 7) {
+        return handleEvents(worker.snapshotPtr(), ex, std::string(rest.substr(0, rest.size() - 7)),
+                            false);
+      }
+      return pipeline::handleMcp(worker, ex, std::string(rest));
     }
     if (ex.head.path == "/metrics" && worker.snapshot().config.server.metricsOnMain &&
         hasAdminKey(worker.snapshot(), ex.head.headers)) {

@@ -162,6 +162,7 @@ void Gateway::beginDrain(int signo) {
   auto timeout = std::chrono::milliseconds(current()->config.server.drainTimeoutMs);
   spdlog::info("received {}; draining for up to {} ms", strsignal(signo), timeout.count());
   admin_.draining = true;
+  if (services_.events) services_.events->close();  // event streams end, not hold the drain
   runtime_.stopAccepting();
   control_->drainDeadline = SteadyClock::now() + timeout;
   pollDrain();

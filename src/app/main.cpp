@@ -89,7 +89,8 @@ int runGateway(const std::string& path) {
   std::unique_ptr<telemetry::AccessLog> accessLog;
   std::shared_ptr<const pipeline::Snapshot> snapshot;
   std::unique_ptr<admission::StateDirLock> stateLock;
-  pipeline::Services services{&metrics, nullptr};
+  pipeline::EventBus events;
+  pipeline::Services services{&metrics, nullptr, &events};
   try {
     // Held for the process's life: one gateway per state_dir.
     if (!cfg.stateDir.empty()) stateLock = std::make_unique<admission::StateDirLock>(cfg.stateDir);

@@ -170,6 +170,29 @@ net::Task<std::optional<ApiError>> readBody(net::Exchange& ex, admission::KeyLim
                      std::string(body.code())};
 }
 
+// request.rate_limited or budget.exceeded, for the event stream.
+void publishRefusal(const Snapshot& snap, const ChatRecord& record, const ChatPlan& plan,
+                    const ApiError& refused) {
+  if (!snap.eventsWanted() || !plan.tenant) return;
+  RelayEvent e;
+  const bool budget = *plan.refusal == telemetry::RefusalReason::kBudget;
+  e.kind = budget ? "budget.exceeded" : "request.rate_limited";
+  e.requestId = record.requestId();
+  e.key = plan.tenant->name;
+  e.node = record.nodeHeader();
+  e.model = plan.fields.model;
+  e.reason = budget ? std::string_view("budget")
+             : *plan.refusal == telemetry::RefusalReason::kConcurrency ? "concurrency"
+             : *plan.refusal == telemetry::RefusalReason::kTokens      ? "tokens"
+                                                                        : "requests";
+  e.message = refused.message;
+  std::string_view ms = refused.headers.get("retry-after-ms");
+  std::int64_t wait = 0;
+  if (!ms.empty() && std::from_chars(ms.data(), ms.data() + ms.size(), wait).ec == std::errc())
+    e.retryAfterMs = wait;
+  snap.publish(e);
+}
+
 }  // namespace
 
 net::Task<void> handleChatCompletions(Worker& worker, net::Exchange& ex) {
@@ -198,7 +221,10 @@ net::Task<void> handleChatCompletions(Worker& worker, net::Exchange& ex) {
   if (refused) {
     record.status = refused->status;
     record.errorCode = refused->code;
-    if (plan.refusal) snap.telemetry->refusal(*plan.refusal);
+    if (plan.refusal) {
+      snap.telemetry->refusal(*plan.refusal);
+      publishRefusal(snap, record, plan, *refused);
+    }
     co_await respondError(sink, std::move(base), std::move(*refused));
     co_return;
   }

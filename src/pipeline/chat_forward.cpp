@@ -107,6 +107,13 @@ class Forwarder {
         snap_.telemetry->fallback(static_cast<std::uint32_t>(tried_.back().index),
                                   telemetry::FallbackKind::kModel,
                                   telemetryReason(tried_.back().failure));
+        if (snap_.eventsWanted()) {
+          RelayEvent e = event("request.fallback_model");
+          e.from = models[m - 1]->model;
+          e.to = models[m]->model;
+          e.reason = upstream::failureClassName(tried_.back().failure.kind);
+          snap_.publish(e);
+        }
       }
       std::optional<Forwarded> done = co_await tryModel(*models[m], m + 1 < models.size());
       if (done) co_return std::move(*done);
@@ -177,7 +184,22 @@ class Forwarder {
         if (failed.index != lease.upstream && failed.route == &route) {
           snap_.telemetry->fallback(from, telemetry::FallbackKind::kUpstream,
                                     telemetryReason(failed.failure));
+          if (snap_.eventsWanted()) {
+            RelayEvent e = event("request.failover");
+            e.from = failed.upstream;
+            e.to = snap_.catalog.upstreams()[lease.upstream].name;
+            e.reason = upstream::failureClassName(failed.failure.kind);
+            e.message = failed.what;
+            snap_.publish(e);
+          }
         }
+      }
+      if (snap_.eventsWanted()) {
+        RelayEvent e = event("request.routed");
+        e.model = route.model;
+        e.upstream = snap_.catalog.upstreams()[lease.upstream].name;
+        e.attempt = history_.attempts();
+        snap_.publish(e);
       }
       std::optional<Forwarded> ok = co_await attempt(route, std::move(lease));
       if (ok) co_return ok;
@@ -198,6 +220,16 @@ class Forwarder {
       if (!d.retry()) {
         giveUp_ = true;
         co_return std::nullopt;
+      }
+      if (snap_.eventsWanted()) {
+        RelayEvent e = event("request.retry");
+        e.upstream = last.upstream;
+        e.reason = upstream::failureClassName(last.failure.kind);
+        if (last.failure.status) e.status = last.failure.status;
+        e.message = last.what;
+        e.attempt = history_.attempts();
+        e.delayMs = d.action == upstream::RetryAction::kRetryElsewhere ? 0 : d.delay.count();
+        snap_.publish(e);
       }
       if (d.action == upstream::RetryAction::kRetryElsewhere) {
         history_.exclude(last.index);
@@ -317,20 +349,30 @@ class Forwarder {
                                 tried.credentialRefused
                                     ? telemetry::EjectionReason::kCredentialRefused
                                     : telemetry::EjectionReason::kConsecutiveFailures);
+      if (snap_.eventsWanted()) {
+        RelayEvent e;
+        e.kind = "upstream.ejected";
+        e.upstream = info.name;
+        e.reason = tried.credentialRefused ? "credential_refused" : "consecutive_failures";
+        e.message = tried.what;
+        snap_.publish(e);
+      }
     }
     reportHealth(u);
     tried_.push_back(std::move(tried));
     co_return std::nullopt;
   }
 
-  void reportHealth(std::size_t u) {
-    using upstream::HealthStatus;
-    HealthStatus st = (*snap_.upstreamStates)[u].health().status(SteadyClock::now());
-    snap_.telemetry->upstreamHealth(static_cast<std::uint32_t>(u),
-                                    st == HealthStatus::kEjected ? telemetry::HealthState::kEjected
-                                    : st == HealthStatus::kHalfOpen
-                                        ? telemetry::HealthState::kHalfOpen
-                                        : telemetry::HealthState::kHealthy);
+  void reportHealth(std::size_t u) { reportUpstreamHealth(snap_, u); }
+
+  // An event of this request (its id, key and node).
+  RelayEvent event(std::string_view kind) const {
+    RelayEvent e;
+    e.kind = kind;
+    e.requestId = req_.record.requestId();
+    e.key = req_.plan.tenant->name;
+    e.node = req_.record.nodeHeader();
+    return e;
   }
 
   // The answer when no attempt succeeded.
@@ -434,6 +476,22 @@ class Forwarder {
 };
 
 }  // namespace
+
+void reportUpstreamHealth(const Snapshot& snap, std::size_t u) {
+  using upstream::HealthStatus;
+  HealthStatus st = (*snap.upstreamStates)[u].health().status(SteadyClock::now());
+  telemetry::HealthState now = st == HealthStatus::kEjected    ? telemetry::HealthState::kEjected
+                               : st == HealthStatus::kHalfOpen ? telemetry::HealthState::kHalfOpen
+                                                               : telemetry::HealthState::kHealthy;
+  telemetry::HealthState was = snap.telemetry->upstreamHealth(static_cast<std::uint32_t>(u), now);
+  if (now == telemetry::HealthState::kHealthy && was != telemetry::HealthState::kHealthy &&
+      snap.eventsWanted()) {
+    RelayEvent e;
+    e.kind = "upstream.restored";
+    e.upstream = snap.catalog.upstreams()[u].name;
+    snap.publish(e);
+  }
+}
 
 net::Task<Forwarded> forwardChat(Worker& worker, const Snapshot& snapshot, ForwardRequest request) {
   Forwarder forwarder(worker, snapshot, request);

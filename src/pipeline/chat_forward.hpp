@@ -44,4 +44,8 @@ struct ForwardRequest {
 
 net::Task<Forwarded> forwardChat(Worker& worker, const Snapshot& snapshot, ForwardRequest request);
 
+// Sets upstream `u`'s health gauge from its tracker, and publishes
+// upstream.restored when it comes back from an ejection.
+void reportUpstreamHealth(const Snapshot& snapshot, std::size_t u);
+
 }  // namespace relay::pipeline

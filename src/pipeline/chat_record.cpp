@@ -25,7 +25,9 @@ ChatRecord::~ChatRecord() {
 }
 
 void ChatRecord::firstByteSent() {
-  if (!firstByte_) firstByte_ = SteadyClock::now();
+  if (firstByte_) return;
+  firstByte_ = SteadyClock::now();
+  firstByteEvent();
 }
 
 void ChatRecord::producedSoFar(std::uint64_t completionTokens) {
@@ -95,13 +97,61 @@ void ChatRecord::settle() {
     admission::BudgetAsk actual{static_cast<admission::NanoUsd>(settled.cost.picoUsd / 1000),
                                 static_cast<std::uint64_t>(r.usage.promptTokens),
                                 static_cast<std::uint64_t>(r.usage.completionTokens)};
+    std::optional<double> crossed;
     if (plan->budgetHold.active()) {
-      plan->budgetHold.settle(actual, clock.wallNow());  // the hold becomes the real cost
+      crossed = plan->budgetHold.settle(actual, clock.wallNow());  // the hold becomes the cost
     } else if (used > 0) {
       snapshot_.budgets->budget(tenant->index)
           .recordNanoUsd(actual.usd, actual.inputTokens, actual.outputTokens, clock.wallNow());
     }
+    if (crossed && snapshot_.eventsWanted()) {
+      RelayEvent e;
+      e.kind = "budget.threshold";
+      e.requestId = requestId_;
+      e.key = tenant->name;
+      e.node = nodeHeader();
+      e.usedFraction = *crossed;
+      e.message = "the key has spent 80% of a budget cap";
+      snapshot_.publish(e);
+    }
   }
+  if (snapshot_.eventsWanted()) publishFinished(r, settled);
+}
+
+std::string_view ChatRecord::nodeHeader() const {
+  return exchange_.head.headers.get("x-node-id").substr(0, 64);
+}
+
+void ChatRecord::firstByteEvent() const {
+  if (!snapshot_.eventsWanted() || !plan || !plan->tenant) return;
+  RelayEvent e;
+  e.kind = "request.first_byte";
+  e.requestId = requestId_;
+  e.key = plan->tenant->name;
+  e.node = nodeHeader();
+  if (upstream) e.upstream = snapshot_.catalog.upstreams()[*upstream].name;
+  e.ttftMs = std::chrono::duration_cast<std::chrono::milliseconds>(*firstByte_ - start_).count();
+  snapshot_.publish(e);
+}
+
+void ChatRecord::publishFinished(const telemetry::RequestRecord& r,
+                                 const telemetry::Settlement& settled) const {
+  RelayEvent e;
+  e.kind = "request.finished";
+  e.requestId = requestId_;
+  e.key = r.keyName;
+  e.node = nodeHeader();
+  e.model = r.fallbackModel.empty() ? r.model : r.fallbackModel;
+  e.upstream = r.upstream;
+  e.status = r.status;
+  e.reason = r.errorCode;
+  e.attempt = r.attempts;
+  e.latencyMs = r.durationUs / 1000;
+  if (r.ttftUs >= 0 && firstByte_) e.ttftMs = r.ttftUs / 1000;
+  e.promptTokens = r.usage.promptTokens;
+  e.completionTokens = r.usage.completionTokens;
+  e.costUsd = settled.cost.usd();
+  snapshot_.publish(e);
 }
 
 }  // namespace relay::pipeline

@@ -26,6 +26,8 @@ class ChatRecord {
   ChatRecord& operator=(const ChatRecord&) = delete;
 
   const std::string& requestId() const { return requestId_; }
+  // The caller's X-Node-Id as sent (at most 64 bytes), for events.
+  std::string_view nodeHeader() const;
 
   // Filled as the exchange goes.
   ChatPlan* plan = nullptr;                           // set once planChat() ran
@@ -49,6 +51,10 @@ class ChatRecord {
   void settle();
 
  private:
+  void firstByteEvent() const;
+  void publishFinished(const telemetry::RequestRecord& r,
+                       const telemetry::Settlement& settled) const;
+
   const Snapshot& snapshot_;
   const net::Exchange& exchange_;
   std::string requestId_;

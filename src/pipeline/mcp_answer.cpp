@@ -103,6 +103,11 @@ std::optional<McpRefusal> McpExchange::wrapSession(const upstream::ResponseStrea
   if (!session_) {  // a new session: its idle clock starts now
     mcpActivity().touch(*wrapped, session, mcpSteadyMs(),
                         static_cast<std::int64_t>(snapshot_->config.mcp.sessionIdleMs));
+    if (snapshot_->eventsWanted()) {
+      RelayEvent e = event("mcp.session_opened");
+      e.message = session.protocolVersion;
+      snapshot_->publish(e);
+    }
   }
   return std::nullopt;
 }

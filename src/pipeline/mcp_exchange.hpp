@@ -53,6 +53,7 @@ class McpExchange {
   McpSend buildSend();
   net::Task<void> refuse(McpRefusal refusal);
   net::Task<void> preflight();
+  RelayEvent event(std::string_view kind) const;  // of this exchange (key, node, server)
 
   // mcp_answer.cpp: the server's answer.
   net::Task<void> answer(McpSent sent);

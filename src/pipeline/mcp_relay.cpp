@@ -145,6 +145,16 @@ net::Task<void> McpExchange::run(std::string serverName, bool initializePath) {
   co_await answer(std::move(sent));
 }
 
+RelayEvent McpExchange::event(std::string_view kind) const {
+  RelayEvent e;
+  e.kind = kind;
+  e.requestId = base_.get("x-request-id");
+  if (tenant_) e.key = tenant_->name;
+  e.node = ex_.head.headers.get("x-node-id").substr(0, 64);
+  if (route_) e.server = route_->name;
+  return e;
+}
+
 // False when the exchange is over (answered or the caller left).
 net::Task<bool> McpExchange::readRequestBody() {
   net::BodyResult body = co_await ex_.readBody();
@@ -274,9 +284,18 @@ std::optional<McpRefusal> McpExchange::admit() {
     return std::nullopt;
   }
   const admission::Refusal& refusal = admitted.refusal();
-  snapshot_->telemetry->refusal(refusal.kind == admission::RefusalKind::kConcurrency
-                                    ? telemetry::RefusalReason::kConcurrency
-                                    : telemetry::RefusalReason::kRequests);
+  const bool concurrency = refusal.kind == admission::RefusalKind::kConcurrency;
+  snapshot_->telemetry->refusal(concurrency ? telemetry::RefusalReason::kConcurrency
+                                            : telemetry::RefusalReason::kRequests);
+  if (snapshot_->eventsWanted()) {
+    RelayEvent e = event("request.rate_limited");
+    e.reason = concurrency ? "concurrency" : "requests";
+    e.message = refusal.message;
+    e.retryAfterMs =
+        concurrency ? std::chrono::duration_cast<milliseconds>(admission::kConcurrencyRetryAfter).count()
+                    : std::chrono::duration_cast<milliseconds>(refusal.retryAfter).count();
+    snapshot_->publish(e);
+  }
   McpRefusal r{429, kRpcTransportError, refusal.message, "rate_limit_exceeded"};
   refusal.appendHeaders(r.headers);
   return r;
@@ -309,8 +328,14 @@ net::Task<std::optional<McpRefusal>> McpExchange::resolveSession() {
   const auto idleMs = static_cast<std::int64_t>(snapshot_->config.mcp.sessionIdleMs);
   const McpActivity::Touch touched = mcpActivity().touch(*sid, *s, mcpSteadyMs(), idleMs);
   if (touched == McpActivity::Touch::kExpired || touched == McpActivity::Touch::kEnded) {
-    if (touched == McpActivity::Touch::kExpired)
+    if (touched == McpActivity::Touch::kExpired) {
+      if (snapshot_->eventsWanted()) {
+        RelayEvent e = event("mcp.session_closed");
+        e.reason = "idle";
+        snapshot_->publish(e);
+      }
       co_await deleteUpstreamSession(*upstreams_, *s, snapshot_->config);
+    }
     co_return McpRefusal{404, kRpcSessionNotFound,
                          "Session not found: it was idle for longer than " +
                              std::to_string(idleMs) +
@@ -328,7 +353,14 @@ net::Task<std::optional<McpRefusal>> McpExchange::resolveSession() {
     co_return checkMcpTransport(ex_.head.method, headers, snapshot_->config.mcp.allowedOrigins,
                                 /*versionChecked=*/false);
   }
-  if (ex_.head.method == "DELETE") mcpActivity().forget(*sid);
+  if (ex_.head.method == "DELETE") {
+    mcpActivity().forget(*sid);
+    if (snapshot_->eventsWanted()) {
+      RelayEvent e = event("mcp.session_closed");
+      e.reason = "deleted";
+      snapshot_->publish(e);
+    }
+  }
   session_ = std::move(s);
   co_return std::nullopt;
 }
@@ -418,6 +450,14 @@ net::Task<void> runMcpSessionSweeper(Worker& worker) {
     if (!upstreams) continue;
     for (const McpSession& s : mcpActivity().takeExpired(
              mcpSteadyMs(), static_cast<std::int64_t>(snap->config.mcp.sessionIdleMs), 64)) {
+      if (snap->eventsWanted()) {
+        RelayEvent e;
+        e.kind = "mcp.session_closed";
+        e.key = s.tenant;
+        if (s.server < snap->config.mcp.servers.size()) e.server = snap->config.mcp.servers[s.server].name;
+        e.reason = "idle";
+        snap->publish(e);
+      }
       co_await deleteUpstreamSession(*upstreams, s, snap->config);
     }
   }

@@ -51,7 +51,8 @@ Snapshot::Snapshot(config::Config cfg, const Services& services, const Snapshot*
       keys(config.keys),
       catalog(config.upstreams),
       planner(upstream::retryOptions(config.retry)),
-      metrics(*services.metrics) {
+      metrics(*services.metrics),
+      events(services.events) {
   for (const config::Key& key : config.keys) {
     admission::LimitOptions options = limitOptionsFor(key);
     std::shared_ptr<admission::KeyLimiter> limiter;

@@ -266,10 +266,12 @@ void Telemetry::refusal(RefusalReason why) {
   refusals[std::min(static_cast<std::size_t>(why), refusals.size() - 1)]->Increment();
 }
 
-void Telemetry::upstreamHealth(std::uint32_t upstreamId, HealthState state) {
-  if (upstreamId < events_->health.size()) {
-    events_->health[upstreamId]->Set(static_cast<double>(static_cast<int>(state)));
-  }
+HealthState Telemetry::upstreamHealth(std::uint32_t upstreamId, HealthState state) {
+  if (upstreamId >= events_->health.size()) return state;
+  pm::Gauge& g = *events_->health[upstreamId];
+  auto previous = static_cast<HealthState>(static_cast<int>(g.Value()));
+  g.Set(static_cast<double>(static_cast<int>(state)));
+  return previous;
 }
 
 void Telemetry::recordMcp(const McpRecord& r) {

@@ -13,6 +13,22 @@ std::optional<FailureClass> failureClassFromName(std::string_view name) {
   return std::nullopt;
 }
 
+std::string_view failureClassName(FailureClass kind) {
+  switch (kind) {
+    case FailureClass::kConnectError:
+      return "connect_error";
+    case FailureClass::kTimeout:
+      return "timeout";
+    case FailureClass::kReset:
+      return "reset";
+    case FailureClass::kProtocolError:
+      return "protocol_error";
+    case FailureClass::kHttpStatus:
+      break;
+  }
+  return "http_status";
+}
+
 HealthVerdict healthVerdictForStatus(int status) {
   if (status >= 500) return HealthVerdict::kFailure;
   if (status == 429) return HealthVerdict::kNeutral;

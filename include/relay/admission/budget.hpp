@@ -74,6 +74,7 @@ class Budget;
 // setUsedSoFar() last said (nothing by default).
 class BudgetHold {
  public:
+  static constexpr double kWarnFraction = 0.8;
   BudgetHold() = default;
   BudgetHold(BudgetHold&& other) noexcept;
   BudgetHold& operator=(BudgetHold&& other) noexcept;
@@ -84,8 +85,10 @@ class BudgetHold {
   bool active() const { return budget_ != nullptr; }
   const BudgetAsk& held() const { return held_; }
   void setUsedSoFar(const BudgetAsk& used) { usedSoFar_ = used; }
-  // Moves the hold to the real cost. Later calls do nothing.
-  void settle(const BudgetAsk& actual, WallTime now);
+  // Moves the hold to the real cost. Later calls do nothing. Returns the
+  // share of a cap now spent when this settlement carried the spend across
+  // kWarnFraction of it (for the event stream), else nullopt.
+  std::optional<double> settle(const BudgetAsk& actual, WallTime now);
 
  private:
   friend class Budget;
@@ -138,7 +141,7 @@ class Budget {
  private:
   friend class BudgetHold;
   void rollOverIfDue(WallTime now);
-  void settleHold(const BudgetAsk& held, const BudgetAsk& actual, WallTime now);
+  std::optional<double> settleHold(const BudgetAsk& held, const BudgetAsk& actual, WallTime now);
   std::string refusalMessage(std::string_view what, std::string_view amount) const;
   std::string resetText() const;
 

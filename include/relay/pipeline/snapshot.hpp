@@ -12,6 +12,7 @@
 #include "relay/admission/key_limiter.hpp"
 #include "relay/admission/key_store.hpp"
 #include "relay/config/config.hpp"
+#include "relay/pipeline/events.hpp"
 #include "relay/telemetry/metrics.hpp"
 #include "relay/telemetry/telemetry.hpp"
 #include "relay/upstream/catalog.hpp"
@@ -24,6 +25,7 @@ namespace relay::pipeline {
 struct Services {
   telemetry::Metrics* metrics = nullptr;      // required
   telemetry::AccessLog* accessLog = nullptr;  // null: no access log
+  EventBus* events = nullptr;                 // null: no event stream
 };
 
 struct Snapshot {
@@ -51,6 +53,13 @@ struct Snapshot {
   std::vector<telemetry::Price> worstPrices;
   std::shared_ptr<telemetry::Telemetry> telemetry;
   telemetry::Metrics& metrics;
+  EventBus* events = nullptr;  // process-wide; may be null (tests, --check-config)
+
+  // Publishes to the event stream when anyone listens (events.hpp).
+  void publish(const RelayEvent& event) const {
+    if (events && events->active()) events->publish(event);
+  }
+  bool eventsWanted() const { return events && events->active(); }
 };
 
 admission::LimitOptions limitOptionsFor(const config::Key& key);

@@ -57,7 +57,8 @@ class Telemetry {
   void fallback(std::uint32_t fromUpstreamId, FallbackKind kind, UpstreamFailure why);
   void ejection(std::uint32_t upstreamId, EjectionReason why);
   void refusal(RefusalReason why);
-  void upstreamHealth(std::uint32_t upstreamId, HealthState state);
+  // Sets the health gauge; returns what it said before (for transitions).
+  HealthState upstreamHealth(std::uint32_t upstreamId, HealthState state);
 
   // MCP: one finished HTTP exchange; open/close of a server-to-client stream.
   void recordMcp(const McpRecord& record);

@@ -30,6 +30,8 @@ enum class FailureClass {
 
 // "connect_error", "timeout", "reset", "protocol_error" -> the class.
 std::optional<FailureClass> failureClassFromName(std::string_view name);
+// The other way: "connect_error", ..., and "http_status" for kHttpStatus.
+std::string_view failureClassName(FailureClass kind);
 
 struct AttemptFailure {
   FailureClass kind = FailureClass::kConnectError;
