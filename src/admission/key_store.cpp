@@ -1,5 +1,7 @@
 #include "relay/admission/key_store.hpp"
 
+#include <chrono>
+
 #include <algorithm>
 #include <cstring>
 #include <stdexcept>
@@ -100,13 +102,19 @@ std::size_t KeyStore::DigestHash::operator()(const Digest& d) const {
 KeyStore::KeyStore(const std::vector<config::Key>& keys) {
   tenants_.reserve(keys.size());
   for (std::size_t i = 0; i < keys.size(); ++i) {
-    Digest d{};
-    if (!fromHex(keys[i].sha256, d))
-      throw std::invalid_argument("key '" + keys[i].name + "' has an invalid sha256 digest");
     tenants_.push_back(Tenant{i, keys[i].name, &keys[i]});
-    digests_.push_back(d);
-    byDigest_.emplace(d, i);
+    addDigest(keys[i].sha256, i, 0);
+    for (const config::PreviousDigest& p : keys[i].previousDigests) addDigest(p.sha256, i, p.untilUnix);
   }
+}
+
+void KeyStore::addDigest(const std::string& hex, std::size_t tenant, std::int64_t untilUnix) {
+  Digest d{};
+  if (!fromHex(hex, d))
+    throw std::invalid_argument("key '" + tenants_[tenant].name + "' has an invalid sha256 digest");
+  if (byDigest_.count(d) != 0) return;  // the config refuses duplicates; keep the first
+  byDigest_.emplace(d, digests_.size());
+  digests_.push_back(Entry{d, tenant, untilUnix});
 }
 
 const Tenant* KeyStore::find(std::string_view presentedKey) const {
@@ -115,8 +123,14 @@ const Tenant* KeyStore::find(std::string_view presentedKey) const {
   Digest d = sha256(presentedKey);
   auto it = byDigest_.find(d);
   if (it == byDigest_.end()) return nullptr;
-  if (CRYPTO_memcmp(d.data(), digests_[it->second].data(), d.size()) != 0) return nullptr;
-  return &tenants_[it->second];
+  const Entry& e = digests_[it->second];
+  if (CRYPTO_memcmp(d.data(), e.digest.data(), d.size()) != 0) return nullptr;
+  if (e.untilUnix != 0 &&
+      std::chrono::duration_cast<std::chrono::seconds>(
+          std::chrono::system_clock::now().time_since_epoch())
+              .count() >= e.untilUnix)
+    return nullptr;  // a rotated secret whose grace period is over
+  return &tenants_[e.tenant];
 }
 
 namespace {

@@ -27,15 +27,8 @@ net::Task<void> reload(net::Exchange& ex, AdminState& state) {
   // The reload runs on a thread of its own; this loop keeps serving and
   // looks for the result now and then.
   std::shared_ptr<PendingText> pending = state.reload();
-  boost::asio::steady_timer timer(co_await boost::asio::this_coro::executor);
-  auto pause = std::chrono::milliseconds(1);
-  std::optional<std::string> result;
-  while (!(result = pending->ready())) {
-    timer.expires_after(pause);
-    co_await timer.async_wait(boost::asio::use_awaitable);
-    pause = std::min(pause * 2, std::chrono::milliseconds(20));
-  }
-  std::string refused = std::move(*result);
+  co_await waitReady([&] { return pending->ready().has_value(); });
+  std::string refused = *pending->ready();
   if (!refused.empty()) {
     ApiError err{422, "the new config was refused and the running one stays: " + refused,
                  "invalid_request_error", "config_invalid"};
@@ -46,6 +39,16 @@ net::Task<void> reload(net::Exchange& ex, AdminState& state) {
 }
 
 }  // namespace
+
+net::Task<void> waitReady(const std::function<bool()>& ready) {
+  boost::asio::steady_timer timer(co_await boost::asio::this_coro::executor);
+  auto pause = std::chrono::milliseconds(1);
+  while (!ready()) {
+    timer.expires_after(pause);
+    co_await timer.async_wait(boost::asio::use_awaitable);
+    pause = std::min(pause * 2, std::chrono::milliseconds(20));
+  }
+}
 
 bool hasAdminKey(const pipeline::Snapshot& snapshot, const Headers& headers) {
   admission::Digest expected{};
@@ -83,17 +86,18 @@ net::Handler adminHandler(AdminState& state) {
     if (path == "/metrics" && readOnly(ex) && state.metrics)
       return serveMetrics(ex, *state.metrics);
     if (path == "/admin/events") return handleEvents(state.snapshot(), ex, std::string(), true);
-    if (path == "/admin/reload" && ex.head.method == "POST" && state.reload) {
+    if (path == "/admin/reload" || path == "/admin/keys" || path.starts_with("/admin/keys/")) {
       auto snap = state.snapshot();
       if (snap->config.admin.keySha256.empty()) {
         return answer(ex, ApiError{403, "admin actions are disabled: set admin.key_sha256",
                                    "invalid_request_error", "admin_disabled"});
       }
       if (!hasAdminKey(*snap, ex.head.headers)) {
-        return answer(ex, ApiError{401, "POST /admin/reload needs the admin key",
+        return answer(ex, ApiError{401, ex.head.method + " " + path + " needs the admin key",
                                    "invalid_request_error", "invalid_api_key"});
       }
-      return reload(ex, state);
+      if (path != "/admin/reload") return handleAdminKeys(ex, state);
+      if (ex.head.method == "POST" && state.reload) return reload(ex, state);
     }
     bool known =
         path == "/healthz" || path == "/readyz" || path == "/metrics" || path == "/admin/reload";

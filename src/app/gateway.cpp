@@ -10,7 +10,9 @@
 #include <boost/asio/steady_timer.hpp>
 #include <spdlog/spdlog.h>
 
+#include "relay/common/json_write.hpp"
 #include "relay/config/parse.hpp"
+#include "relay/telemetry/access_log.hpp"
 #include "relay/pipeline/active_health.hpp"
 #include "relay/pipeline/mcp.hpp"
 
@@ -23,6 +25,9 @@ using SteadyClock = std::chrono::steady_clock;
 constexpr std::chrono::seconds kFlushInterval{2};
 // After the drain deadline, how long aborted streams get to write their error event.
 constexpr std::chrono::milliseconds kAbortGrace{500};
+// How long a config change waits for every worker to switch to it (they do
+// within a loop turn; the bound only matters while loops are stopping).
+constexpr std::chrono::seconds kSwitchWait{2};
 // Open connections the admin listener accepts (probes, scrapes, the console).
 constexpr std::uint32_t kAdminMaxConnections = 256;
 
@@ -36,10 +41,13 @@ struct Gateway::Control {
   bool streamsAborted = false;
 };
 
-Gateway::Gateway(std::string configPath, pipeline::Services services,
+Gateway::Gateway(std::string configPath, pipeline::Services services, config::Config fileConfig,
+                 std::shared_ptr<admission::KeyRegistry> keys,
                  std::shared_ptr<const pipeline::Snapshot> snapshot)
     : configPath_(std::move(configPath)),
       services_(services),
+      fileConfig_(std::move(fileConfig)),
+      keys_(std::move(keys)),
       snapshot_(std::move(snapshot)),
       runtime_(snapshot_->config.server.workers) {
   for (unsigned i = 0; i < runtime_.workers(); ++i)
@@ -48,6 +56,12 @@ Gateway::Gateway(std::string configPath, pipeline::Services services,
   admin_.metrics = services_.metrics;
   admin_.snapshot = [this] { return current(); };
   admin_.reload = [this] { return reloadInBackground(); };
+  admin_.registry = keys_.get();
+  admin_.keyChange = [this](api::KeyOp op) {
+    auto pending = std::make_shared<PendingReply>();
+    runInBackground([this, pending, op = std::move(op)] { pending->set(changeKeys(op)); });
+    return pending;
+  };
 }
 
 Gateway::~Gateway() {
@@ -197,8 +211,13 @@ void Gateway::pollDrain() {
 
 std::shared_ptr<PendingText> Gateway::reloadInBackground() {
   auto pending = std::make_shared<PendingText>();
+  runInBackground([this, pending] { pending->set(reload()); });
+  return pending;
+}
+
+void Gateway::runInBackground(std::function<void()> job) {
   std::lock_guard lock(backgroundMutex_);
-  // Threads of reloads that ended are joined here, so the list stays short.
+  // Threads of jobs that ended are joined here, so the list stays short.
   for (auto it = background_.begin(); it != background_.end();) {
     if (it->joinable() && finished_.count(it->get_id())) {
       finished_.erase(it->get_id());
@@ -208,12 +227,11 @@ std::shared_ptr<PendingText> Gateway::reloadInBackground() {
       ++it;
     }
   }
-  background_.emplace_back([this, pending] {
-    pending->set(reload());
+  background_.emplace_back([this, job = std::move(job)] {
+    job();
     std::lock_guard done(backgroundMutex_);
     finished_.insert(std::this_thread::get_id());
   });
-  return pending;
 }
 
 void Gateway::joinBackground() {
@@ -228,21 +246,22 @@ void Gateway::joinBackground() {
 }
 
 std::string Gateway::reload() {
-  // One reload at a time (SIGHUP on worker 0 and POST /admin/reload on any
-  // worker could overlap): each builds on the one before, in order.
+  // One change at a time (SIGHUP on worker 0, POST /admin/reload and key
+  // changes from any worker could overlap): each builds on the one before.
   std::lock_guard serial(reloadMutex_);
-  std::shared_ptr<const pipeline::Snapshot> next;
+  std::shared_ptr<const pipeline::Snapshot> previous = current();
   try {
     config::Config cfg = config::loadConfigFile(configPath_);
     for (const auto& tl : cfg.server.tlsListen)
       net::checkTlsFiles({tl.certFile, tl.keyFile});
-    next = std::make_shared<const pipeline::Snapshot>(std::move(cfg), services_, current().get());
+    applyConfig(std::move(cfg));
   } catch (const std::exception& e) {
     services_.metrics->configReload(telemetry::ReloadOutcome::kFailure);
     spdlog::error("reload refused, the running config stays: {}", e.what());
     return e.what();
   }
   services_.metrics->configReload(telemetry::ReloadOutcome::kSuccess);
+  std::shared_ptr<const pipeline::Snapshot> next = current();
   // Certificates change for new handshakes; listener addresses, workers and
   // size limits are fixed at start (a restart applies them).
   for (const auto& tl : next->config.server.tlsListen) {
@@ -253,35 +272,132 @@ std::string Gateway::reload() {
       spdlog::error("reload: {}", e.what());  // checked above; a file changed in between
     }
   }
-  std::shared_ptr<const pipeline::Snapshot> previous;
-  {
-    std::lock_guard lock(snapshotMutex_);
-    previous = snapshot_;
-    snapshot_ = next;
-  }
   spdlog::set_level(spdlog::level::from_str(next->config.log.level));
   const auto& was = previous->config.server;
   const auto& now = next->config.server;
   if (previous->config.log.accessLog != next->config.log.accessLog ||
       was.headerTimeoutMs != now.headerTimeoutMs || was.idleTimeoutMs != now.idleTimeoutMs ||
+      was.bodyTimeoutMs != now.bodyTimeoutMs ||
       was.http2.initialWindowBytes != now.http2.initialWindowBytes ||
       was.tlsListen.size() != now.tlsListen.size()) {
     spdlog::warn(
         "reload: log.access_log, server timeouts and http2 settings change only on restart");
   }
   if (was.listen != now.listen || was.workers != now.workers ||
-      was.maxRequestBytes != now.maxRequestBytes ||
+      was.maxRequestBytes != now.maxRequestBytes || was.maxHeaderBytes != now.maxHeaderBytes ||
+      was.maxConnections != now.maxConnections ||
+      was.maxConnectionsPerIp != now.maxConnectionsPerIp ||
       (was.http2.maxConcurrentStreams != now.http2.maxConcurrentStreams) ||
-      previous->config.admin.listen != next->config.admin.listen) {
-    spdlog::warn("reload: server listeners, workers and limits change only on restart");
-  }
-  for (unsigned i = 0; i < runtime_.workers(); ++i) {
-    asio::post(runtime_.context(i), [w = workers_[i].get(), next] { w->setSnapshot(next); });
+      previous->config.admin.listen != next->config.admin.listen ||
+      previous->config.stateDir != next->config.stateDir) {
+    spdlog::warn("reload: server listeners, workers, limits and state_dir change only on restart");
   }
   spdlog::info("reloaded {}: {} upstreams, {} models, {} keys", configPath_,
                next->catalog.upstreams().size(), next->catalog.routes().size(),
                next->keys.tenants().size());
   return {};
+}
+
+void Gateway::applyConfig(config::Config fileConfig) {
+  config::Config effective = fileConfig;
+  effective.keys = keys_->effectiveKeys(fileConfig);  // the runtime keys on top of the file's
+  auto next = std::make_shared<const pipeline::Snapshot>(std::move(effective), services_,
+                                                         current().get());
+  {
+    std::lock_guard lock(snapshotMutex_);
+    snapshot_ = next;
+  }
+  fileConfig_ = std::move(fileConfig);
+  // Every worker switches; wait (boundedly) until they all have, so that a
+  // change answered as done is in force for the very next request anywhere.
+  struct Latch {
+    std::mutex mutex;
+    std::condition_variable done;
+    unsigned left;
+  };
+  auto latch = std::make_shared<Latch>();
+  latch->left = runtime_.workers();
+  for (unsigned i = 0; i < runtime_.workers(); ++i) {
+    asio::post(runtime_.context(i), [w = workers_[i].get(), next, latch] {
+      w->setSnapshot(next);
+      std::lock_guard lock(latch->mutex);
+      if (--latch->left == 0) latch->done.notify_all();
+    });
+  }
+  std::unique_lock lock(latch->mutex);
+  latch->done.wait_for(lock, kSwitchWait, [&] { return latch->left == 0; });
+}
+
+Reply Gateway::changeKeys(const api::KeyOp& op) {
+  std::lock_guard serial(reloadMutex_);
+  admission::KeyChangeResult r;
+  std::string_view action;
+  switch (op.kind) {
+    case api::KeyOp::Kind::kCreate:
+      r = keys_->create(op.name, op.body, fileConfig_);
+      action = "key.created";
+      break;
+    case api::KeyOp::Kind::kUpdate:
+      r = keys_->update(op.name, op.body, fileConfig_);
+      action = "key.updated";
+      break;
+    case api::KeyOp::Kind::kRevoke:
+      r = keys_->revoke(op.name, fileConfig_);
+      action = "key.revoked";
+      break;
+    case api::KeyOp::Kind::kRotate:
+      r = keys_->rotate(op.name, op.graceSeconds, fileConfig_);
+      action = "key.rotated";
+      break;
+  }
+  if (r.error) {
+    return Reply{r.error->status, openAiErrorJson(r.error->message, "invalid_request_error",
+                                                  r.error->code)};
+  }
+  std::optional<std::string> unsaved = keys_->flush();
+  try {
+    applyConfig(fileConfig_);
+  } catch (const std::exception& e) {
+    spdlog::error("key change {} of '{}' could not be applied: {}", action, op.name, e.what());
+    return Reply{500, openAiErrorJson(std::string("the change was stored but could not be "
+                                                  "applied: ") + e.what(),
+                                      "server_error", "key_change_failed")};
+  }
+  audit(action, op.name, op.kind == api::KeyOp::Kind::kUpdate ? std::string_view(op.body) : "");
+  std::string body = "{\"object\":\"key\",\"name\":";
+  appendJsonString(body, op.name);
+  body += ",\"action\":";
+  appendJsonString(body, action);
+  if (!r.secret.empty()) {
+    body += ",\"key\":";  // the only time the secret is ever shown
+    appendJsonString(body, r.secret);
+  }
+  body += ",\"persisted\":";
+  body += keys_->persistent() && !unsaved ? "true" : "false";
+  if (unsaved) {
+    body += ",\"warning\":";
+    appendJsonString(body, "applied but not saved to state_dir: " + *unsaved);
+  }
+  body += '}';
+  return Reply{op.kind == api::KeyOp::Kind::kCreate ? 201 : 200, std::move(body)};
+}
+
+// One line in the access log per admin change, never with a secret.
+void Gateway::audit(std::string_view action, const std::string& keyName, std::string_view detail) {
+  spdlog::info("admin: {} '{}'", action, keyName);
+  if (!services_.accessLog) return;
+  std::string line = "{\"time\":\"";
+  telemetry::appendRfc3339Millis(line, std::chrono::system_clock::now());
+  line += "\",\"audit\":";
+  appendJsonString(line, action);
+  line += ",\"key\":";
+  appendJsonString(line, keyName);
+  if (!detail.empty()) {
+    line += ",\"changes\":";
+    appendJsonString(line, detail);
+  }
+  line += '}';
+  services_.accessLog->write(line);
 }
 
 void Gateway::flusherLoop() {

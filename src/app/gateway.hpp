@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -11,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "relay/admission/key_registry.hpp"
 #include "relay/api/router.hpp"
 #include "relay/common/pending.hpp"
 #include "relay/config/config.hpp"
@@ -21,8 +23,10 @@ namespace relay::app {
 
 class Gateway {
  public:
-  // Loads nothing itself: `snapshot` is the validated start-up state.
-  Gateway(std::string configPath, pipeline::Services services,
+  // Loads nothing itself: `snapshot` is the validated start-up state, built
+  // from `fileConfig` (the file as read) with the runtime keys of `keys`.
+  Gateway(std::string configPath, pipeline::Services services, config::Config fileConfig,
+          std::shared_ptr<admission::KeyRegistry> keys,
           std::shared_ptr<const pipeline::Snapshot> snapshot);
   ~Gateway();
 
@@ -38,8 +42,17 @@ class Gateway {
   // Runs reload() on a thread of its own (joined before the loops go away).
   std::shared_ptr<PendingText> reloadInBackground();
 
+  // Applies a runtime key change (admin API): the store is updated and
+  // written, and every worker switches to a snapshot with the new keys.
+  Reply changeKeys(const api::KeyOp& op);
+
  private:
   void installSignals();
+  void runInBackground(std::function<void()> job);
+  // Builds and switches to a snapshot of `fileConfig` with the runtime keys.
+  // reloadMutex_ held. Throws what building throws.
+  void applyConfig(config::Config fileConfig);
+  void audit(std::string_view action, const std::string& keyName, std::string_view detail);
   void armReload();
   void beginDrain(int signo);
   void pollDrain();
@@ -49,6 +62,8 @@ class Gateway {
 
   std::string configPath_;
   pipeline::Services services_;
+  config::Config fileConfig_;  // the file as last loaded (reloadMutex_)
+  std::shared_ptr<admission::KeyRegistry> keys_;
   std::mutex reloadMutex_;            // serialises reloads
   mutable std::mutex snapshotMutex_;  // guards snapshot_ between reload and readers off the loops
   std::shared_ptr<const pipeline::Snapshot> snapshot_;

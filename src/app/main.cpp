@@ -12,7 +12,9 @@
 
 #include "gateway.hpp"
 #include "healthcheck.hpp"
+#include "keys_cli.hpp"
 #include "relay/admission/key_store.hpp"
+#include "relay/admission/key_registry.hpp"
 #include "relay/admission/state_dir_lock.hpp"
 #include "relay/api/router.hpp"
 #include "relay/config/parse.hpp"
@@ -31,6 +33,9 @@ usage:
   kimi-relay --check-config FILE    validate FILE (and its ${ENV} secrets) and exit
   kimi-relay keys new               print a new caller key and its sha256 digest
   kimi-relay keys hash [KEY]        print the sha256 digest of KEY (read from stdin if absent)
+  kimi-relay keys create|list|show|update|revoke|rotate ...
+                                    the runtime key API of a running gateway
+                                    (kimi-relay keys create --help for the flags)
   kimi-relay healthcheck [--config FILE | --url http://IP:PORT/healthz]
                                     exit 0 when the admin /healthz answers 200
   kimi-relay --version
@@ -42,6 +47,7 @@ int usageError(const std::string& message) {
 }
 
 int keysCommand(const std::vector<std::string>& args) {
+  if (int code = app::keysAdminCommand(args); code >= 0) return code;
   if (args.size() >= 2 && args[1] == "new") {
     std::string key = admission::generateKey();
     std::printf("key:    %s\nsha256: %s\n", key.c_str(),
@@ -64,7 +70,8 @@ int keysCommand(const std::vector<std::string>& args) {
     std::printf("%s\n", admission::toHex(admission::sha256(key)).c_str());
     return 0;
   }
-  return usageError("keys: expected 'new' or 'hash'");
+  return usageError(
+      "keys: expected new, hash, create, list, show, update, revoke or rotate");
 }
 
 void setupLogging(const config::Config& cfg) {
@@ -90,13 +97,18 @@ int runGateway(const std::string& path) {
   std::shared_ptr<const pipeline::Snapshot> snapshot;
   std::unique_ptr<admission::StateDirLock> stateLock;
   pipeline::EventBus events;
+  std::shared_ptr<admission::KeyRegistry> keys;
   pipeline::Services services{&metrics, nullptr, &events};
   try {
     // Held for the process's life: one gateway per state_dir.
     if (!cfg.stateDir.empty()) stateLock = std::make_unique<admission::StateDirLock>(cfg.stateDir);
     accessLog = telemetry::AccessLog::open(cfg.log);
     services.accessLog = accessLog.get();
-    snapshot = std::make_shared<const pipeline::Snapshot>(cfg, services);
+    keys = std::make_shared<admission::KeyRegistry>(cfg.stateDir);
+    keys->load();
+    config::Config effective = cfg;
+    effective.keys = keys->effectiveKeys(cfg);  // keys created and changed through the admin API
+    snapshot = std::make_shared<const pipeline::Snapshot>(std::move(effective), services);
     // Fail now, not two seconds in, when state_dir is missing or not writable.
     if (auto error = snapshot->budgets->flush()) throw std::runtime_error(*error);
   } catch (const std::exception& e) {
@@ -104,7 +116,7 @@ int runGateway(const std::string& path) {
     return 1;
   }
   std::signal(SIGPIPE, SIG_IGN);
-  app::Gateway gateway(path, services, snapshot);
+  app::Gateway gateway(path, services, cfg, keys, snapshot);
   try {
     gateway.listen();
   } catch (const std::exception& e) {

@@ -69,40 +69,6 @@ std::vector<std::string> readReferences(const Value& v, const std::set<std::stri
   return out;
 }
 
-Key readKey(const Value& v, const Catalog& catalog) {
-  Key k;
-  const MapView m =
-      v.map({"name", "sha256", "models", "limits", "budget", "mcp_servers", "mcp_tools"});
-  k.name = readName(m.require("name"));
-  k.sha256 = readSha256(m.require("sha256"));
-  m.with("models", [&](const Value& x) {
-    k.models = readReferences(x, catalog.models, "no upstream serves model");
-  });
-  m.with("limits", [&](const Value& x) { k.limits = readLimits(x); });
-  m.with("budget", [&](const Value& x) { k.budget = readBudget(x); });
-  m.with("mcp_tools", [&](const Value& x) {
-    const MapView tools = x.freeMap();
-    for (const auto& [server, list] : tools.entries()) {
-      if (catalog.mcpServers.count(server) == 0) {
-        tools.failAtKey(server, "mcp.servers has no server named '" + server + "'");
-      }
-      std::vector<std::string> names;
-      for (const Value& item : list.list()) {
-        std::string tool = item.string();
-        if (tool.empty() || tool.size() > 128) item.fail("a tool name is 1 to 128 characters");
-        if (std::find(names.begin(), names.end(), tool) != names.end()) {
-          item.fail(item.echo() + " is listed twice");
-        }
-        names.push_back(std::move(tool));
-      }
-      k.mcpTools.emplace(server, std::move(names));
-    }
-  });
-  m.with("mcp_servers", [&](const Value& x) {
-    k.mcpServers = readReferences(x, catalog.mcpServers, "mcp.servers has no server named");
-  });
-  return k;
-}
 
 McpServer readMcpServer(const Value& v) {
   McpServer s;
@@ -153,6 +119,41 @@ std::string readOrigin(const Value& v) {
 }
 
 }  // namespace
+
+Key readKey(const Value& v, const Catalog& catalog) {
+  Key k;
+  const MapView m =
+      v.map({"name", "sha256", "models", "limits", "budget", "mcp_servers", "mcp_tools"});
+  k.name = readName(m.require("name"));
+  k.sha256 = readSha256(m.require("sha256"));
+  m.with("models", [&](const Value& x) {
+    k.models = readReferences(x, catalog.models, "no upstream serves model");
+  });
+  m.with("limits", [&](const Value& x) { k.limits = readLimits(x); });
+  m.with("budget", [&](const Value& x) { k.budget = readBudget(x); });
+  m.with("mcp_tools", [&](const Value& x) {
+    const MapView tools = x.freeMap();
+    for (const auto& [server, list] : tools.entries()) {
+      if (catalog.mcpServers.count(server) == 0) {
+        tools.failAtKey(server, "mcp.servers has no server named '" + server + "'");
+      }
+      std::vector<std::string> names;
+      for (const Value& item : list.list()) {
+        std::string tool = item.string();
+        if (tool.empty() || tool.size() > 128) item.fail("a tool name is 1 to 128 characters");
+        if (std::find(names.begin(), names.end(), tool) != names.end()) {
+          item.fail(item.echo() + " is listed twice");
+        }
+        names.push_back(std::move(tool));
+      }
+      k.mcpTools.emplace(server, std::move(names));
+    }
+  });
+  m.with("mcp_servers", [&](const Value& x) {
+    k.mcpServers = readReferences(x, catalog.mcpServers, "mcp.servers has no server named");
+  });
+  return k;
+}
 
 std::vector<Key> readKeys(const Value& v, const Catalog& catalog) {
   std::vector<Key> out;

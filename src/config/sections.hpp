@@ -37,6 +37,7 @@ std::vector<Price> readPrices(const Value& v, const Catalog& catalog);
 
 Mcp readMcp(const Value& v);
 std::vector<Key> readKeys(const Value& v, const Catalog& catalog);
+Key readKey(const Value& v, const Catalog& catalog);
 
 // Shared field rules.
 Endpoint readEndpoint(const Value& v);

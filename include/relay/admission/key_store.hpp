@@ -51,7 +51,8 @@ class KeyStore {
   // with different values is a conflict) and finds the tenant.
   AuthResult authenticate(const Headers& headers) const;
 
-  // Looks a presented key up. Exposed for tests and the MCP relay.
+  // Looks a presented key up. Exposed for tests and the MCP relay. A
+  // rotated key's previous secret matches until its grace period ends.
   const Tenant* find(std::string_view presentedKey) const;
 
   const std::vector<Tenant>& tenants() const { return tenants_; }
@@ -60,9 +61,16 @@ class KeyStore {
   struct DigestHash {
     std::size_t operator()(const Digest& d) const;
   };
+  struct Entry {
+    Digest digest;
+    std::size_t tenant = 0;
+    std::int64_t untilUnix = 0;  // 0: no expiry (the current secret); else a rotated one's grace
+  };
+  void addDigest(const std::string& hex, std::size_t tenant, std::int64_t untilUnix);
+
   std::vector<Tenant> tenants_;
-  std::vector<Digest> digests_;
-  std::unordered_map<Digest, std::size_t, DigestHash> byDigest_;
+  std::vector<Entry> digests_;
+  std::unordered_map<Digest, std::size_t, DigestHash> byDigest_;  // -> index in digests_
 };
 
 // Why a presented key cannot be right as typed: surrounding whitespace, or

@@ -6,12 +6,21 @@
 #include <memory>
 #include <string>
 
+#include "relay/admission/key_registry.hpp"
 #include "relay/common/pending.hpp"
 #include "relay/net/exchange.hpp"
 #include "relay/pipeline/snapshot.hpp"
 #include "relay/telemetry/metrics.hpp"
 
 namespace relay::api {
+
+// A change to the runtime keys (POST/PATCH/DELETE /admin/keys...).
+struct KeyOp {
+  enum class Kind { kCreate, kUpdate, kRevoke, kRotate } kind = Kind::kCreate;
+  std::string name;
+  std::string body;  // JSON settings (create) or patch (update)
+  std::int64_t graceSeconds = 0;
+};
 
 // Process-wide state the admin endpoints report and act on.
 struct AdminState {
@@ -23,15 +32,25 @@ struct AdminState {
   // done, else the reason the new config was refused).
   std::function<std::shared_ptr<const pipeline::Snapshot>()> snapshot;
   std::function<std::shared_ptr<PendingText>()> reload;
+  // Applies a key change off the event loops; the reply is the API's answer.
+  std::function<std::shared_ptr<PendingReply>(KeyOp)> keyChange;
+  const admission::KeyRegistry* registry = nullptr;  // what the API changed (for listings)
 };
 
-// The admin listener's handler: GET /healthz, /readyz, /metrics; POST /admin/reload
-// (admin key).
+// The admin listener's handler: GET /healthz, /readyz, /metrics; with the
+// admin key POST /admin/reload, /admin/events and the runtime key API
+// (/admin/keys, admin_keys.cpp).
 net::Handler adminHandler(AdminState& state);
 
 // True when the request carries the admin key (admin.key_sha256), compared in
 // constant time. False when no admin key is configured.
 bool hasAdminKey(const pipeline::Snapshot& snapshot, const Headers& headers);
+
+// /admin/keys[/{name}[/rotate]] (admin_keys.cpp); the admin key is checked already.
+net::Task<void> handleAdminKeys(net::Exchange& exchange, AdminState& state);
+
+// Polls `pending` until it is ready (the work runs on another thread).
+net::Task<void> waitReady(const std::function<bool()>& ready);
 
 // Serves the Prometheus exposition.
 net::Task<void> serveMetrics(net::Exchange& exchange, const telemetry::Metrics& metrics);

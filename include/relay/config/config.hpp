@@ -86,9 +86,18 @@ struct KeyBudget {
   std::optional<std::uint64_t> maxOutputTokens;
 };
 
+// A digest that still authenticates until a time: the old secret of a
+// rotated key, valid through its grace period.
+struct PreviousDigest {
+  std::string sha256;
+  std::int64_t untilUnix = 0;  // seconds since the epoch
+  bool operator==(const PreviousDigest&) const = default;
+};
+
 struct Key {
   std::string name;
   std::string sha256;               // lowercase hex digest of the caller's key
+  std::vector<PreviousDigest> previousDigests;  // rotation grace (admin API); never in YAML
   std::vector<std::string> models;  // allow-list; empty = every model
   KeyLimits limits;
   std::optional<KeyBudget> budget;

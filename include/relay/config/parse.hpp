@@ -30,6 +30,16 @@ Config parseConfig(std::string_view yamlText, const std::string& sourceName,
 // Reads `path` and parses it. Throws ConfigError (also for an unreadable file).
 Config loadConfigFile(const std::string& path, const EnvLookup& env = processEnvironment());
 
+// One key as the admin API gives it: a JSON object with the fields of a
+// `keys[]` entry (name, sha256, models, limits, budget, mcp_servers,
+// mcp_tools), checked by the same rules against `context` (the models and MCP
+// servers it may name). Throws ConfigError "SOURCE:LINE:COLUMN: PATH: message".
+Key parseKeyJson(std::string_view json, const Config& context, const std::string& sourceName);
+
+// The JSON object of a key's settings, in the shape parseKeyJson reads (with
+// its sha256; never the previous digests).
+std::string keyToJson(const Key& key);
+
 // Parses "host:port" / "[v6]:port". Throws std::invalid_argument with a reason.
 Endpoint parseEndpoint(std::string_view text);
 

@@ -1,0 +1,196 @@
+// The runtime key API on the admin listener (admin key already checked):
+//   GET    /admin/keys                 every key: settings, source, usage
+//   POST   /admin/keys                 create {"name", settings...}: the secret, once
+//   GET    /admin/keys/{name}          one key
+//   PATCH  /admin/keys/{name}          change settings (null gives a file key's field back)
+//   DELETE /admin/keys/{name}          revoke, at once
+//   POST   /admin/keys/{name}/rotate   new secret; the old one stays valid for
+//                                      {"grace_seconds": N} (default 3600)
+// Changes run off the event loops (they write keys.json and rebuild the
+// snapshot every worker switches to); reads are served from the running
+// snapshot. No secret is ever listed: only digests' owners by name.
+#include <charconv>
+#include <chrono>
+
+#include <nlohmann/json.hpp>
+
+#include "relay/admission/budget_period.hpp"
+#include "relay/admission/clock.hpp"
+#include "relay/api/admin.hpp"
+#include "relay/config/parse.hpp"
+#include "relay/pipeline/respond.hpp"
+
+namespace relay::api {
+namespace {
+
+using nlohmann::json;
+using pipeline::ApiError;
+
+std::string isoTime(std::int64_t unix) {
+  return admission::formatUtc(admission::WallTime(std::chrono::seconds(unix)));
+}
+
+// One key as the API lists it.
+json describe(const pipeline::Snapshot& snap, const admission::Tenant& t,
+              const admission::KeyRegistry* registry) {
+  const auto& clock = admission::SystemClock::instance();
+  json k = json::parse(config::keyToJson(*t.config));
+  k.erase("sha256");  // a digest is no secret, but nothing needs it from here
+  std::optional<admission::KeyEntryInfo> info =
+      registry ? registry->info(t.name) : std::nullopt;
+  k["source"] = info && !info->fromFile ? "api" : "file";
+  k["changed_by_api"] = info.has_value();
+  k["revoked"] = false;
+  if (info && !info->previous.empty()) {
+    k["previous_secret_valid_until"] = isoTime(info->previous.back().untilUnix);
+  }
+  const admission::KeyLimiter& limiter = *snap.limiters[t.index];
+  const auto now = clock.steadyNow();
+  json rate = {{"in_flight", limiter.inFlight()}};
+  if (const auto* b = limiter.requestBucket()) {
+    rate["requests_limit"] = b->capacity();
+    rate["requests_remaining"] = std::max<std::int64_t>(0, b->remaining(now));
+  }
+  if (const auto* b = limiter.tokenBucket()) {
+    rate["tokens_limit"] = b->capacity();
+    rate["tokens_remaining"] = std::max<std::int64_t>(0, b->remaining(now));
+  }
+  k["rate"] = rate;
+  admission::Budget& budget = snap.budgets->budget(t.index);
+  admission::BudgetUsage used = budget.usage(clock.wallNow());
+  admission::BudgetAsk held = budget.held();
+  json usage = {{"period_start", admission::formatUtc(used.periodStart)},
+                {"spent_usd", static_cast<double>(used.spent) / 1e9},
+                {"held_usd", static_cast<double>(held.usd) / 1e9},
+                {"input_tokens", used.inputTokens},
+                {"output_tokens", used.outputTokens}};
+  if (auto end = admission::periodEnd(budget.options().period, used.periodStart))
+    usage["resets_at"] = admission::formatUtc(*end);
+  k["usage"] = usage;
+  return k;
+}
+
+const admission::Tenant* findTenant(const pipeline::Snapshot& snap, std::string_view name) {
+  for (const admission::Tenant& t : snap.keys.tenants()) {
+    if (t.name == name) return &t;
+  }
+  return nullptr;
+}
+
+net::Task<void> sendJson(net::Exchange& ex, int status, std::string body) {
+  co_await pipeline::respondJson(*ex.response, status, Headers(), std::move(body));
+}
+
+net::Task<void> sendError(net::Exchange& ex, ApiError e) {
+  co_await pipeline::respondError(*ex.response, Headers(), std::move(e));
+}
+
+net::Task<void> change(net::Exchange& ex, AdminState& state, KeyOp op) {
+  std::shared_ptr<PendingReply> pending = state.keyChange(std::move(op));
+  co_await waitReady([&] { return pending->ready().has_value(); });
+  Reply reply = *pending->ready();
+  co_await sendJson(ex, reply.status, std::move(reply.body));
+}
+
+}  // namespace
+
+net::Task<void> handleAdminKeys(net::Exchange& ex, AdminState& state) {
+  const std::string& method = ex.head.method;
+  std::string_view rest = std::string_view(ex.head.path).substr(std::string_view("/admin/keys").size());
+  if (!rest.empty()) rest.remove_prefix(1);  // the '/'
+  std::string name(rest.substr(0, rest.find('/')));
+  std::string_view action = rest.find('/') == std::string_view::npos ? std::string_view()
+                                                                     : rest.substr(rest.find('/') + 1);
+  if (method == "POST" || method == "PATCH") {
+    net::BodyResult body = co_await ex.readBody();
+    if (body.status == net::BodyStatus::kGone) co_return;
+    if (!body.ok()) {
+      ApiError err{body.httpStatus(), body.message, "invalid_request_error",
+                                      std::string(body.code())};
+      co_await sendError(ex, std::move(err));
+      co_return;
+    }
+  }
+  if (!state.keyChange) {
+    ApiError err{503, "the key API is not available here", "server_error",
+                                    "unavailable"};
+      co_await sendError(ex, std::move(err));
+    co_return;
+  }
+  std::shared_ptr<const pipeline::Snapshot> snap = state.snapshot();
+
+  if (name.empty() && method == "GET") {
+    json list = json::array();
+    for (const admission::Tenant& t : snap->keys.tenants()) list.push_back(describe(*snap, t, state.registry));
+    if (state.registry) {
+      for (const std::string& revoked : state.registry->revokedFileKeys())
+        list.push_back({{"name", revoked}, {"source", "file"}, {"revoked", true}});
+    }
+    std::string text = json{{"object", "list"}, {"data", list}}.dump();
+    co_await sendJson(ex, 200, std::move(text));
+    co_return;
+  }
+  if (name.empty() && method == "POST") {
+    json body = json::parse(ex.body, nullptr, false);
+    std::string keyName = body.is_object() && body.contains("name") && body["name"].is_string()
+                              ? body["name"].get<std::string>()
+                              : std::string();
+    if (keyName.empty()) {
+      ApiError err{400, "the body must be a JSON object with a \"name\"",
+                                      "invalid_request_error", "invalid_key", "name"};
+      co_await sendError(ex, std::move(err));
+      co_return;
+    }
+    KeyOp op{KeyOp::Kind::kCreate, keyName, ex.body, 0};
+    co_await change(ex, state, std::move(op));
+    co_return;
+  }
+  if (!name.empty() && action.empty() && method == "GET") {
+    const admission::Tenant* t = findTenant(*snap, name);
+    if (!t) {
+      ApiError err{404, "no key is named '" + name + "'",
+                                      "invalid_request_error", "key_not_found"};
+      co_await sendError(ex, std::move(err));
+      co_return;
+    }
+    std::string text = describe(*snap, *t, state.registry).dump();
+    co_await sendJson(ex, 200, std::move(text));
+    co_return;
+  }
+  if (!name.empty() && action.empty() && method == "PATCH") {
+    KeyOp op{KeyOp::Kind::kUpdate, name, ex.body, 0};
+    co_await change(ex, state, std::move(op));
+    co_return;
+  }
+  if (!name.empty() && action.empty() && method == "DELETE") {
+    KeyOp op{KeyOp::Kind::kRevoke, name, std::string(), 0};
+    co_await change(ex, state, std::move(op));
+    co_return;
+  }
+  if (!name.empty() && action == "rotate" && method == "POST") {
+    std::int64_t grace = admission::KeyRegistry::kDefaultGraceSeconds;
+    json body = json::parse(ex.body.empty() ? std::string("{}") : ex.body, nullptr, false);
+    if (body.is_object() && body.contains("grace_seconds")) {
+      if (!body["grace_seconds"].is_number_integer() || body["grace_seconds"].get<std::int64_t>() < 0) {
+        ApiError err{400, "grace_seconds must be a whole number >= 0",
+                                        "invalid_request_error", "invalid_key", "grace_seconds"};
+      co_await sendError(ex, std::move(err));
+        co_return;
+      }
+      grace = body["grace_seconds"].get<std::int64_t>();
+    }
+    KeyOp op{KeyOp::Kind::kRotate, name, std::string(), grace};
+    co_await change(ex, state, std::move(op));
+    co_return;
+  }
+  Headers h;
+  std::string_view allow = name.empty() ? std::string_view("GET, POST")
+                           : action == "rotate" ? std::string_view("POST")
+                                                : std::string_view("GET, PATCH, DELETE");
+  h.add("allow", allow);
+  ApiError notAllowed{405, method + " is not supported on " + ex.head.path,
+                      "invalid_request_error", "method_not_allowed"};
+  co_await pipeline::respondError(*ex.response, std::move(h), std::move(notAllowed));
+}
+
+}  // namespace relay::api
