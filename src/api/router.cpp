@@ -42,6 +42,10 @@ net::Handler mainHandler(pipeline::Worker& worker) {
       if (ex.head.method != "POST") return methodNotAllowed(ex, "POST");
       return pipeline::handleChatCompletions(worker, ex);
     }
+    if (path == "/embeddings") {
+      if (ex.head.method != "POST") return methodNotAllowed(ex, "POST");
+      return pipeline::handleEmbeddings(worker, ex);
+    }
     if (path == "/models") {
       if (ex.head.method != "GET") return methodNotAllowed(ex, "GET");
       return handleModels(worker, ex);

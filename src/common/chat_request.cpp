@@ -142,6 +142,66 @@ std::optional<ChatRequestError> readChatRequest(std::string_view body, ChatReque
   return readTokenLimit(body, members, "max_completion_tokens", out.maxCompletionTokens);
 }
 
+std::optional<ChatRequestError> readEmbeddingsRequest(std::string_view body,
+                                                      ChatRequestFields& out,
+                                                      std::size_t& tokenIds) {
+  out = ChatRequestFields{};
+  tokenIds = 0;
+  thread_local std::vector<JsonMember> members;
+  if (auto error = scanObject(body, members)) {
+    return ChatRequestError{
+        "We could not parse the JSON body of your request: " + error->describe(), ""};
+  }
+  const std::size_t open = body.find('{');
+  out.body = {open, body.find_last_of('}') + 1 - open};
+  if (!members.empty()) out.lastMemberEnd = members.back().value.span.end();
+
+  const JsonMember* model = nullptr;
+  if (auto error = lookUp(members, "model", model)) return error;
+  if (model == nullptr) return ChatRequestError{"you must provide a model parameter", "model"};
+  if (model->value.type != JsonType::kString) return invalidType("model", "a string", *model);
+  unescapeString(model->value.span.in(body), out.model);
+  if (out.model.empty()) return ChatRequestError{"'model' must not be empty.", "model"};
+  out.modelValue = model->value.span;
+
+  const JsonMember* input = nullptr;
+  if (auto error = lookUp(members, "input", input)) return error;
+  if (input == nullptr) return ChatRequestError{"Missing required parameter: 'input'.", "input"};
+  if (input->value.type == JsonType::kString) {
+    if (input->value.span.length <= 2)
+      return ChatRequestError{"'input' must not be empty.", "input"};
+  } else if (input->value.type == JsonType::kArray) {
+    const std::string_view array = input->value.span.in(body);
+    if (array.find_first_not_of(" \t\r\n", 1) == array.size() - 1) {
+      return ChatRequestError{"Invalid 'input': empty array. Expected an array with minimum "
+                              "length 1, but got an empty array instead.",
+                              "input"};
+    }
+    // Token ids given directly: one token each (digits outside strings).
+    bool inString = false, escaped = false, inNumber = false;
+    for (char c : array) {
+      if (inString) {
+        if (escaped) escaped = false;
+        else if (c == '\\') escaped = true;
+        else if (c == '"') inString = false;
+        continue;
+      }
+      if (c == '"') {
+        inString = true;
+        inNumber = false;
+        continue;
+      }
+      bool digit = c >= '0' && c <= '9';
+      if (digit && !inNumber) ++tokenIds;
+      inNumber = digit || (inNumber && (c == '.' || c == 'e' || c == 'E' || c == '-' || c == '+'));
+    }
+  } else {
+    return invalidType("input", "a string or an array", *input);
+  }
+  out.messageTextBytes = input->value.stringBytes;
+  return std::nullopt;
+}
+
 void rewriteChatRequest(std::string_view body, const ChatRequestFields& fields,
                         const ChatRewrite& rewrite, std::string& out) {
   // Every edit below targets a distinct range found by readChatRequest, so

@@ -6,6 +6,8 @@
 #include <boost/asio/error.hpp>
 #include <boost/system/system_error.hpp>
 
+#include <nlohmann/json.hpp>
+
 #include "pause.hpp"
 
 namespace relay::mock {
@@ -122,6 +124,8 @@ net::Task<Outcome> MockServer::api(net::Exchange& exchange, std::uint64_t sequen
   const std::string& method = exchange.head.method;
   if (path == kChatPath) {
     if (method == "POST") co_return co_await chatCompletions(exchange, fault, sequence);
+  } else if (path == "/v1/embeddings") {
+    if (method == "POST") co_return co_await embeddings(exchange);
   } else if (path == kModelsPath) {
     if (method == "GET") {
       if (fault.resetAfterChunks) {
@@ -176,6 +180,44 @@ net::Task<Outcome> MockServer::faultBody(net::Exchange& exchange, std::uint32_t 
   }
   if (!co_await sink.finish()) co_return Outcome::kClientGone;
   co_return Outcome::kAnswered;
+}
+
+// POST /v1/embeddings: one 8-dimensional vector per input, derived from its
+// text (the same input always gets the same vector), and usage as OpenAI
+// reports it (prompt tokens = characters / 4, rounded up).
+net::Task<Outcome> MockServer::embeddings(net::Exchange& exchange) {
+  auto body = nlohmann::json::parse(exchange.body, nullptr, false);
+  if (!body.is_object() || !body.contains("model") || !body["model"].is_string() ||
+      !body.contains("input")) {
+    co_return co_await replyError(exchange, 400, "model and input are required", "input");
+  }
+  std::vector<std::string> inputs;
+  std::uint64_t tokens = 0;
+  const auto& input = body["input"];
+  if (input.is_string()) {
+    inputs.push_back(input.get<std::string>());
+  } else if (input.is_array()) {
+    for (const auto& item : input) {
+      if (item.is_string()) inputs.push_back(item.get<std::string>());
+      else if (item.is_number()) tokens += 1;
+      else if (item.is_array()) tokens += item.size();
+    }
+    if (inputs.empty() && tokens > 0) inputs.push_back(std::string());
+  }
+  nlohmann::json data = nlohmann::json::array();
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    tokens += (inputs[i].size() + 3) / 4;
+    std::uint64_t h = 1469598103934665603ull;
+    for (char c : inputs[i]) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
+    nlohmann::json vec = nlohmann::json::array();
+    for (int d = 0; d < 8; ++d) vec.push_back(static_cast<double>((h >> (d * 8)) & 0xff) / 255.0);
+    data.push_back({{"object", "embedding"}, {"index", i}, {"embedding", vec}});
+  }
+  nlohmann::json out = {{"object", "list"},
+                        {"data", data},
+                        {"model", body["model"]},
+                        {"usage", {{"prompt_tokens", tokens}, {"total_tokens", tokens}}}};
+  co_return co_await reply(exchange, 200, out.dump());
 }
 
 net::Task<void> MockServer::control(net::Exchange& exchange) {

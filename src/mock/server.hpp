@@ -39,6 +39,7 @@ class MockServer {
   net::Task<Outcome> faultBody(net::Exchange& exchange, std::uint32_t bytes, bool chunked);
   net::Task<Outcome> faultStatus(net::Exchange& exchange, const FaultSpec& fault);
   // chat.cpp
+  net::Task<Outcome> embeddings(net::Exchange& exchange);
   net::Task<Outcome> chatCompletions(net::Exchange& exchange, const FaultSpec& fault,
                                      std::uint64_t sequence);
   net::Task<Outcome> streamCompletion(net::Exchange& exchange, const CompletionPlan& plan,

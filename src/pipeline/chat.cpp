@@ -1,4 +1,4 @@
-// POST /v1/chat/completions: plan (authenticate, validate, route, admit) ->
+// POST /v1/chat/completions and /v1/embeddings: plan (authenticate, validate, route, admit) ->
 // forward (retries, failover, fallback) -> deliver (JSON or SSE) -> settle.
 // Written once against the net seam: it never knows which HTTP version the
 // caller speaks.
@@ -196,6 +196,14 @@ void publishRefusal(const Snapshot& snap, const ChatRecord& record, const ChatPl
 }  // namespace
 
 net::Task<void> handleChatCompletions(Worker& worker, net::Exchange& ex) {
+  co_await handleModelRequest(worker, ex, ModelApi::kChat);
+}
+
+net::Task<void> handleEmbeddings(Worker& worker, net::Exchange& ex) {
+  co_await handleModelRequest(worker, ex, ModelApi::kEmbeddings);
+}
+
+net::Task<void> handleModelRequest(Worker& worker, net::Exchange& ex, ModelApi api) {
   const auto start = SteadyClock::now();
   // Taken together, before any suspension, and kept: they match each other
   // even if a reload swaps the worker's.
@@ -205,6 +213,7 @@ net::Task<void> handleChatCompletions(Worker& worker, net::Exchange& ex) {
   net::ResponseSink& sink = *ex.response;
   telemetry::Metrics::InFlight inFlight(snap.metrics);
   ChatPlan plan;  // declared before the record, which settles against it when destroyed
+  plan.api = api;
   ChatRecord record(snap, ex, requestIdFrom(ex.head.headers.get("x-request-id")), start);
 
   Headers base;

@@ -254,7 +254,8 @@ class Forwarder {
                        ChatRewrite{candidate.upstreamModel, true}, body_);
     upstream::OutgoingRequest out;
     out.method = "POST";
-    out.path = info.target.path("/chat/completions");
+    out.path = info.target.path(req_.plan.api == ModelApi::kEmbeddings ? "/embeddings"
+                                                                        : "/chat/completions");
     out.shared = &forwardHeaders_;
     out.headers.add("authorization", info.authorization);
     out.body = body_;

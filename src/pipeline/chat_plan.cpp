@@ -43,7 +43,10 @@ namespace {
 std::optional<ApiError> checkRequest(const Snapshot& snap, const net::Exchange& ex,
                                      ChatPlan& plan) {
   const admission::Tenant& tenant = *plan.tenant;
-  if (auto bad = readChatRequest(ex.body, plan.fields))
+  std::optional<ChatRequestError> bad = plan.api == ModelApi::kEmbeddings
+                                            ? readEmbeddingsRequest(ex.body, plan.fields, plan.tokenIds)
+                                            : readChatRequest(ex.body, plan.fields);
+  if (bad)
     return ApiError{400, std::move(bad->message), "invalid_request_error", "",
                     std::move(bad->param)};
   const std::string& model = plan.fields.model;
@@ -67,9 +70,18 @@ std::optional<ApiError> admit(const Snapshot& snap, admission::KeyLimiter& limit
                               ChatPlan& plan) {
   const auto& clock = admission::SystemClock::instance();
   const ChatRequestFields& f = plan.fields;
-  plan.promptEstimate = admission::estimatePromptTokens(f.messageTextBytes);
-  std::uint64_t reserve = admission::reservationFor(
-      plan.promptEstimate, f.maxTokens, f.maxCompletionTokens, snap.config.defaultMaxTokens);
+  std::uint64_t reserve = 0;
+  if (plan.api == ModelApi::kEmbeddings) {
+    // The input's tokens, nothing to complete.
+    plan.promptEstimate =
+        (f.messageTextBytes + admission::kBytesPerToken - 1) / admission::kBytesPerToken +
+        plan.tokenIds;
+    reserve = plan.promptEstimate;
+  } else {
+    plan.promptEstimate = admission::estimatePromptTokens(f.messageTextBytes);
+    reserve = admission::reservationFor(plan.promptEstimate, f.maxTokens, f.maxCompletionTokens,
+                                        snap.config.defaultMaxTokens);
+  }
   const std::uint64_t completionCap = reserve - std::min(reserve, plan.promptEstimate);
 
   // The budget first: the most this request can cost, held atomically with

@@ -54,6 +54,15 @@ struct ChatRequestError {
 // Allocation: the decoded model, plus scratch vectors reused per thread.
 std::optional<ChatRequestError> readChatRequest(std::string_view body, ChatRequestFields& out);
 
+// POST /v1/embeddings: the same validation for `model`, and `input` (a
+// non-empty string, or a non-empty array of strings, of token ids, or of
+// arrays of token ids). Fills `out` as a non-streamed request whose
+// messageTextBytes are the bytes of the input's strings; `tokenIds` counts the
+// token ids given directly. The rewrite below then swaps only the model.
+std::optional<ChatRequestError> readEmbeddingsRequest(std::string_view body,
+                                                      ChatRequestFields& out,
+                                                      std::size_t& tokenIds);
+
 struct ChatRewrite {
   std::string_view model;          // upstream model id (decoded); empty: keep the client's
   bool forceIncludeUsage = false;  // make a streamed request report usage

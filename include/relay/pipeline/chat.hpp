@@ -15,8 +15,14 @@
 
 namespace relay::pipeline {
 
-// What the checks before forwarding established about a chat request.
+// The OpenAI endpoints that take a model and go to an upstream.
+enum class ModelApi { kChat, kEmbeddings };
+
+// What the checks before forwarding established about a chat (or embeddings)
+// request.
 struct ChatPlan {
+  ModelApi api = ModelApi::kChat;
+  std::size_t tokenIds = 0;  // embeddings: token ids given directly in `input`
   const admission::Tenant* tenant = nullptr;
   ChatRequestFields fields;
   const upstream::ModelRoute* route = nullptr;
@@ -37,5 +43,10 @@ std::optional<ApiError> planChat(const Snapshot& snapshot, const net::Exchange& 
                                  ChatPlan& plan, Headers& responseHeaders);
 
 net::Task<void> handleChatCompletions(Worker& worker, net::Exchange& exchange);
+
+// POST /v1/embeddings: the same path (authentication, admission with the
+// input's tokens, routing, retries, metrics and cost), never streamed.
+net::Task<void> handleEmbeddings(Worker& worker, net::Exchange& exchange);
+net::Task<void> handleModelRequest(Worker& worker, net::Exchange& exchange, ModelApi api);
 
 }  // namespace relay::pipeline
