@@ -120,7 +120,19 @@ describe('label values are bounded by the config', () => {
     for (const [node, n] of [['edge-a', 1], ['edge-b', 1], ['other', 2], ['none', 1]]) {
       assert.ok(Math.abs(cost[node] - n * one) < 1e-9, `cost for node ${node}: ${cost[node]}`);
     }
+    // Latency per swarm node: the duration histogram counts each request under its node.
+    assert.deepEqual(
+      delta(afterSamples, beforeSamples, 'kimi_relay_request_duration_seconds_count', ['model', 'node']),
+      { 'kimi-agent-swarm|edge-a': 1, 'kimi-agent-swarm|edge-b': 1, 'kimi-agent-swarm|other': 2, 'kimi-agent-swarm|none': 1 },
+    );
     const text = await exposition(env.relay.adminUrl);
+    for (const quantile of ['0.5', '0.95', '0.99']) {
+      assert.match(
+        text,
+        new RegExp(`kimi_relay_request_duration_window_seconds\\{model="kimi-agent-swarm",node="edge-a",quantile="${quantile}"\\} [0-9.e-]+`),
+        `p${quantile} for node edge-a`,
+      );
+    }
     for (const value of ['edge-a-but-not', 'rogue-node-7f3c9']) {
       assert.ok(!text.includes(value), `the unlisted node id ${value} appears in /metrics`);
     }
