@@ -17,6 +17,8 @@ import { relayConfig, startRelay, waitFor } from '../lib/harness.mjs';
 const KEY = 'kr-mcp-e2e-2f4a6c8e0b1d3f5a7c9e1b3d5f7a9c0e';
 const SERVER_KEY = 'sk-everything-does-not-check-this-9b7d5f3a1c';
 const SECRET = 'mcp-e2e-session-secret-0123456789abcdef-xyz';
+const LIMITED_KEY = 'kr-mcp-e2e-limited-7b9d1f3a5c7e9b1d3f5a7c9e';
+const ECHO_KEY = 'kr-mcp-e2e-echo-only-4d6f8a0c2e4a6c8e0b2d4f6a';
 
 const env = {};
 
@@ -24,7 +26,11 @@ before(async () => {
   env.everything = await startEverything();
   env.relay = await startRelay(
     relayConfig({
-      keys: [{ name: 'agents', key: KEY }],
+      keys: [
+        { name: 'agents', key: KEY },
+        { name: 'limited', key: LIMITED_KEY, limits: { rpm: 4 } },
+        { name: 'echo-only', key: ECHO_KEY, mcp_tools: { everything: ['echo'] } },
+      ],
       upstreams: [],
       mcp: {
         servers: [{ name: 'everything', url: env.everything.url, api_key: SERVER_KEY, region: 'loopback' }],
@@ -186,5 +192,30 @@ describe('MCP SDK client through the gateway to server-everything', () => {
     assert.equal(body.id, 99);
     assert.equal(body.error.code, -32001);
     await waitFor(async () => (await openStreams()) === 0, { what: 'the GET stream to close' });
+  });
+});
+
+describe('MCP SDK client under the key\'s limits', () => {
+  test('rpm counts MCP requests: past it the SDK gets the 429 the gateway gave', async () => {
+    // initialize and its notification take 2 of the 4; tools/list the third.
+    const { client } = await connect(`${env.relay.url}/v1/mcp/everything`, { headers: { authorization: `Bearer ${LIMITED_KEY}` } });
+    await client.listTools();
+    await client.callTool({ name: 'echo', arguments: { message: 'fourth' } }).catch(() => {});
+    await assert.rejects(client.callTool({ name: 'echo', arguments: { message: 'over' } }), (err) => {
+      assert.match(String(err?.message), /429|Rate limit reached/);
+      return true;
+    });
+    await client.close().catch(() => {});
+  });
+
+  test('a tool outside the key\'s mcp_tools is refused with an error naming it', async () => {
+    const { client } = await connect(`${env.relay.url}/v1/mcp/everything`, { headers: { authorization: `Bearer ${ECHO_KEY}` } });
+    const ok = await client.callTool({ name: 'echo', arguments: { message: 'hi' } });
+    assert.match(ok.content[0].text, /hi/);
+    await assert.rejects(client.callTool({ name: 'add', arguments: { a: 1, b: 2 } }), (err) => {
+      assert.match(String(err?.message), /may not call the tool 'add'/);
+      return true;
+    });
+    await client.close();
   });
 });
