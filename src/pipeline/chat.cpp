@@ -161,11 +161,12 @@ net::Task<void> deliverStream(Worker& worker, net::ResponseSink& sink, Forwarded
 // Reads the body of an authenticated caller. An error to answer (413, 408,
 // 400, with the key's rate-limit fields) or nullopt; nullopt with the caller
 // gone too.
-net::Task<std::optional<ApiError>> readBody(net::Exchange& ex, admission::KeyLimiter& limiter,
+net::Task<std::optional<ApiError>> readBody(net::Exchange& ex, KeyGate& gate, const Snapshot& snap,
+                                            const admission::Tenant& tenant,
                                             Headers& responseHeaders) {
   net::BodyResult body = co_await ex.readBody();
   if (body.ok() || body.status == net::BodyStatus::kGone) co_return std::nullopt;
-  limiter.headers(admission::SystemClock::instance().steadyNow()).appendTo(responseHeaders);
+  gate.appendRateHeaders(snap, tenant, responseHeaders);
   co_return ApiError{body.httpStatus(), std::move(body.message), "invalid_request_error",
                      std::string(body.code())};
 }
@@ -222,9 +223,23 @@ net::Task<void> handleModelRequest(Worker& worker, net::Exchange& ex, ModelApi a
 
   // The key is checked on the head: a caller with a bad key is refused
   // before a byte of its body is read.
+  KeyGate& gate = worker.gate();
   std::optional<ApiError> refused = authenticate(snap.keys, ex.head.headers, plan.tenant);
-  if (!refused) refused = co_await readBody(ex, *snap.limiters[plan.tenant->index], base);
-  if (!refused && !ex.response->clientGone()) refused = planChat(snap, ex, plan, base);
+  if (!refused) refused = co_await readBody(ex, gate, snap, *plan.tenant, base);
+  if (!refused && !ex.response->clientGone()) {
+    refused = planChat(snap, ex, plan);
+    if (refused) {
+      gate.appendRateHeaders(snap, *plan.tenant, base);
+    } else {
+      plan.ask.requestId = record.requestId();
+      GateResult admitted = co_await gate.admit(snap, plan.ask);
+      for (const HeaderField& h : admitted.rateHeaders)
+        base.add(h.name, h.value);
+      plan.ticket = std::move(admitted.ticket);
+      plan.refusal = admitted.reason;
+      refused = std::move(admitted.refusal);
+    }
+  }
   record.plan = &plan;
   if (ex.response->clientGone()) co_return;
   if (refused) {

@@ -21,21 +21,17 @@ std::string modelsFor(const Snapshot& snap, const admission::Tenant& tenant) {
 }
 
 std::optional<ApiError> checkRequest(const Snapshot& snap, const net::Exchange& ex, ChatPlan& plan);
-std::optional<ApiError> admit(const Snapshot& snap, admission::KeyLimiter& limiter, ChatPlan& plan);
+void askFor(const Snapshot& snap, ChatPlan& plan);
 
 }  // namespace
 
-std::optional<ApiError> planChat(const Snapshot& snap, const net::Exchange& ex, ChatPlan& plan,
-                                 Headers& responseHeaders) {
+std::optional<ApiError> planChat(const Snapshot& snap, const net::Exchange& ex, ChatPlan& plan) {
   if (!plan.tenant) {
     if (auto err = authenticate(snap.keys, ex.head.headers, plan.tenant)) return err;
   }
-  const admission::Tenant& tenant = *plan.tenant;
-  admission::KeyLimiter& limiter = *snap.limiters[tenant.index];
-  std::optional<ApiError> err = checkRequest(snap, ex, plan);
-  if (!err) err = admit(snap, limiter, plan);
-  limiter.headers(admission::SystemClock::instance().steadyNow()).appendTo(responseHeaders);
-  return err;
+  if (auto err = checkRequest(snap, ex, plan)) return err;
+  askFor(snap, plan);
+  return std::nullopt;
 }
 
 namespace {
@@ -66,9 +62,10 @@ std::optional<ApiError> checkRequest(const Snapshot& snap, const net::Exchange& 
   return std::nullopt;
 }
 
-std::optional<ApiError> admit(const Snapshot& snap, admission::KeyLimiter& limiter,
-                              ChatPlan& plan) {
-  const auto& clock = admission::SystemClock::instance();
+// The tokens to reserve (prompt estimate plus the completion cap) and the
+// most the request can cost: the budget holds that much while it runs, so
+// parallel requests cannot all slip under a nearly spent cap.
+void askFor(const Snapshot& snap, ChatPlan& plan) {
   const ChatRequestFields& f = plan.fields;
   std::uint64_t reserve = 0;
   if (plan.api == ModelApi::kEmbeddings) {
@@ -83,47 +80,14 @@ std::optional<ApiError> admit(const Snapshot& snap, admission::KeyLimiter& limit
                                         snap.config.defaultMaxTokens);
   }
   const std::uint64_t completionCap = reserve - std::min(reserve, plan.promptEstimate);
-
-  // The budget first: the most this request can cost, held atomically with
-  // the check, so parallel requests cannot all slip under a nearly spent cap.
   const telemetry::Price& worst = snap.worstPrices[plan.route->index];
   telemetry::Cost maxCost =
       telemetry::costOf(worst, telemetry::Usage{static_cast<std::int64_t>(plan.promptEstimate), 0,
                                                 static_cast<std::int64_t>(completionCap)});
-  admission::BudgetAsk ask{static_cast<admission::NanoUsd>((maxCost.picoUsd + 999) / 1000),
-                           plan.promptEstimate, completionCap};
-  admission::Budget& budget = snap.budgets->budget(plan.tenant->index);
-  auto held = budget.reserve(ask, clock.wallNow());
-  if (auto* refused = std::get_if<admission::BudgetRefusal>(&held)) {
-    plan.refusal = telemetry::RefusalReason::kBudget;
-    ApiError e{429, std::move(refused->message), "insufficient_quota", "insufficient_quota"};
-    e.headers.add("x-should-retry", "false");  // waiting for a retry cannot refill a budget
-    return e;
-  }
-  plan.budgetHold = std::move(std::get<admission::BudgetHold>(held));
-
-  admission::AdmitResult admitted = limiter.admit(reserve, clock.steadyNow());
-  if (!admitted) {
-    plan.budgetHold = admission::BudgetHold();  // released: this request costs nothing
-    const admission::Refusal& r = admitted.refusal();
-    switch (r.kind) {
-      case admission::RefusalKind::kRequests:
-        plan.refusal = telemetry::RefusalReason::kRequests;
-        break;
-      case admission::RefusalKind::kConcurrency:
-        plan.refusal = telemetry::RefusalReason::kConcurrency;
-        break;
-      case admission::RefusalKind::kTokens:
-      case admission::RefusalKind::kTooLarge:
-        plan.refusal = telemetry::RefusalReason::kTokens;
-        break;
-    }
-    ApiError e{429, r.message, std::string(r.errorType()), "rate_limit_exceeded"};
-    r.appendHeaders(e.headers);
-    return e;
-  }
-  plan.reservation = std::move(admitted.reservation());
-  return std::nullopt;
+  plan.ask.tenant = plan.tenant;
+  plan.ask.tokens = reserve;
+  plan.ask.budget = admission::BudgetAsk{static_cast<admission::NanoUsd>((maxCost.picoUsd + 999) / 1000),
+                                         plan.promptEstimate, completionCap};
 }
 
 }  // namespace

@@ -2,7 +2,6 @@
 
 #include <spdlog/spdlog.h>
 
-#include "relay/admission/clock.hpp"
 
 namespace relay::pipeline {
 
@@ -32,8 +31,8 @@ void ChatRecord::firstByteSent() {
 
 void ChatRecord::producedSoFar(std::uint64_t completionTokens) {
   outputEstimate = completionTokens;
-  if (plan && plan->reservation.active())
-    plan->reservation.setUsedSoFar(plan->promptEstimate + completionTokens);
+  if (plan && plan->ticket)
+    plan->ticket->setUsedSoFar(plan->promptEstimate + completionTokens, admission::BudgetAsk{});
 }
 
 void ChatRecord::settle() {
@@ -89,21 +88,14 @@ void ChatRecord::settle() {
 
   telemetry::Settlement settled = snapshot_.telemetry->record(r);
 
-  if (plan && tenant) {
+  if (plan && tenant && plan->ticket) {
     std::uint64_t used =
         static_cast<std::uint64_t>(r.usage.promptTokens + r.usage.completionTokens);
-    const auto& clock = admission::SystemClock::instance();
-    if (plan->reservation.active()) plan->reservation.settle(used, clock.steadyNow());
     admission::BudgetAsk actual{static_cast<admission::NanoUsd>(settled.cost.picoUsd / 1000),
                                 static_cast<std::uint64_t>(r.usage.promptTokens),
                                 static_cast<std::uint64_t>(r.usage.completionTokens)};
-    std::optional<double> crossed;
-    if (plan->budgetHold.active()) {
-      crossed = plan->budgetHold.settle(actual, clock.wallNow());  // the hold becomes the cost
-    } else if (used > 0) {
-      snapshot_.budgets->budget(tenant->index)
-          .recordNanoUsd(actual.usd, actual.inputTokens, actual.outputTokens, clock.wallNow());
-    }
+    // The token reservation and the budget hold become the real usage and cost.
+    std::optional<double> crossed = plan->ticket->settle(used, actual);
     if (crossed && snapshot_.eventsWanted()) {
       RelayEvent e;
       e.kind = "budget.threshold";

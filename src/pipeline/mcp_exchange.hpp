@@ -10,7 +10,6 @@
 #include <string>
 
 #include "mcp_forward.hpp"
-#include "relay/admission/key_limiter.hpp"
 #include "relay/pipeline/mcp.hpp"
 #include "relay/pipeline/mcp_request.hpp"
 #include "relay/pipeline/respond.hpp"
@@ -48,7 +47,7 @@ class McpExchange {
   std::optional<McpRefusal> checkRequest(bool initializePath, bool authenticated);
   std::optional<McpRefusal> checkCaller(std::optional<ApiError> authError);
   std::optional<McpRefusal> toolNotAllowed() const;
-  std::optional<McpRefusal> admit();
+  net::Task<std::optional<McpRefusal>> admit();
   net::Task<std::optional<McpRefusal>> resolveSession();
   McpSend buildSend();
   net::Task<void> refuse(McpRefusal refusal);
@@ -84,7 +83,7 @@ class McpExchange {
   bool streamOpen_ = false;
   bool plain_ = false;  // the caller takes JSON only (mcpAcceptMode kJsonOnly)
   std::optional<McpSession> session_;  // the request's session, when it carried one
-  admission::Reservation reservation_;  // rpm token and concurrency slot, held while open
+  std::unique_ptr<GateTicket> ticket_;  // rpm token and concurrency slot, held while open
 };
 
 }  // namespace relay::pipeline

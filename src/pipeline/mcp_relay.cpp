@@ -9,6 +9,8 @@
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include <charconv>
+
 #include "mcp_exchange.hpp"
 #include "relay/admission/clock.hpp"
 #include "relay/common/json_write.hpp"
@@ -124,7 +126,7 @@ net::Task<void> McpExchange::run(std::string serverName, bool initializePath) {
   }
   if (!refusal) refusal = checkCaller(std::move(authError));
   if (!refusal) refusal = toolNotAllowed();
-  if (!refusal) refusal = admit();
+  if (!refusal) refusal = co_await admit();
   if (!refusal) refusal = co_await resolveSession();
   if (refusal) {
     co_await refuse(std::move(*refusal));
@@ -266,39 +268,39 @@ std::optional<McpRefusal> McpExchange::toolNotAllowed() const {
 // counts against rpm when it opens but holds no slot, or one open stream
 // would block every call of a key with concurrency: 1. A key whose budget is
 // spent is refused here too.
-std::optional<McpRefusal> McpExchange::admit() {
-  const auto& clock = admission::SystemClock::instance();
-  admission::KeyLimiter& limiter = *snapshot_->limiters[tenant_->index];
-  limiter.headers(clock.steadyNow()).appendTo(base_);
-  admission::Budget& budget = snapshot_->budgets->budget(tenant_->index);
-  if (std::optional<admission::BudgetRefusal> spent = budget.check(clock.wallNow())) {
-    snapshot_->telemetry->refusal(telemetry::RefusalReason::kBudget);
-    McpRefusal r{429, kRpcTransportError, std::move(spent->message), "insufficient_quota"};
-    r.headers.add("x-should-retry", "false");
-    return r;
+net::Task<std::optional<McpRefusal>> McpExchange::admit() {
+  KeyGate& gate = worker_.gate();
+  GateAsk ask;
+  ask.tenant = tenant_;
+  ask.holdSlot = ex_.head.method != "GET";
+  ask.refuseWhenSpent = true;
+  ask.requestId = base_.get("x-request-id");
+  GateResult admitted = co_await gate.admit(*snapshot_, ask);
+  for (const HeaderField& h : admitted.rateHeaders)
+    base_.add(h.name, h.value);
+  if (admitted.ticket) {
+    ticket_ = std::move(admitted.ticket);
+    co_return std::nullopt;
   }
-  const bool stream = ex_.head.method == "GET";
-  admission::AdmitResult admitted = limiter.admit(0, clock.steadyNow(), /*holdSlot=*/!stream);
-  if (admitted) {
-    reservation_ = std::move(admitted.reservation());
-    return std::nullopt;
-  }
-  const admission::Refusal& refusal = admitted.refusal();
-  const bool concurrency = refusal.kind == admission::RefusalKind::kConcurrency;
-  snapshot_->telemetry->refusal(concurrency ? telemetry::RefusalReason::kConcurrency
-                                            : telemetry::RefusalReason::kRequests);
+  ApiError& refused = *admitted.refusal;
+  const telemetry::RefusalReason reason = *admitted.reason;
+  snapshot_->telemetry->refusal(reason);
   if (snapshot_->eventsWanted()) {
-    RelayEvent e = event("request.rate_limited");
-    e.reason = concurrency ? "concurrency" : "requests";
-    e.message = refusal.message;
-    e.retryAfterMs =
-        concurrency ? std::chrono::duration_cast<milliseconds>(admission::kConcurrencyRetryAfter).count()
-                    : std::chrono::duration_cast<milliseconds>(refusal.retryAfter).count();
+    const bool budget = reason == telemetry::RefusalReason::kBudget;
+    RelayEvent e = event(budget ? "budget.exceeded" : "request.rate_limited");
+    e.reason = budget                                          ? std::string_view("budget")
+               : reason == telemetry::RefusalReason::kConcurrency ? "concurrency"
+                                                                  : "requests";
+    e.message = refused.message;
+    std::string_view ms = refused.headers.get("retry-after-ms");
+    std::int64_t wait = 0;
+    if (!ms.empty() && std::from_chars(ms.data(), ms.data() + ms.size(), wait).ec == std::errc())
+      e.retryAfterMs = wait;
     snapshot_->publish(e);
   }
-  McpRefusal r{429, kRpcTransportError, refusal.message, "rate_limit_exceeded"};
-  refusal.appendHeaders(r.headers);
-  return r;
+  McpRefusal r{refused.status, kRpcTransportError, std::move(refused.message),
+               std::move(refused.code), std::move(refused.headers)};
+  co_return r;
 }
 
 // The session: signed by a gateway with our secret, for this server, this

@@ -4,10 +4,11 @@
 #include <cstdint>
 #include <optional>
 
-#include "relay/admission/budget.hpp"
-#include "relay/admission/key_limiter.hpp"
+#include <memory>
+
 #include "relay/common/chat_request.hpp"
 #include "relay/net/exchange.hpp"
+#include "relay/pipeline/key_gate.hpp"
 #include "relay/pipeline/respond.hpp"
 #include "relay/pipeline/snapshot.hpp"
 #include "relay/pipeline/worker.hpp"
@@ -26,21 +27,23 @@ struct ChatPlan {
   const admission::Tenant* tenant = nullptr;
   ChatRequestFields fields;
   const upstream::ModelRoute* route = nullptr;
-  std::uint64_t promptEstimate = 0;    // tokens, from the message text (token_estimate.hpp)
-  admission::Reservation reservation;  // tokens and a concurrency slot, settled at the end
-  admission::BudgetHold budgetHold;    // the most this request may cost, settled to the real cost
+  std::uint64_t promptEstimate = 0;  // tokens, from the message text (token_estimate.hpp)
+  GateAsk ask;                       // what admission is asked for (set by planChat)
+  // The key's hold (tokens, a concurrency slot, the most this request may
+  // cost), settled with the real usage at the end.
+  std::unique_ptr<GateTicket> ticket;
   std::optional<telemetry::RefusalReason> refusal;  // why admission said no, for metrics
 };
 
-// Everything decided before an upstream is involved, in this order:
-// authenticate (unless `plan.tenant` is already set), validate the body
-// (which the caller has read), resolve the model, check the key's
-// allow-list, check its budget, take from its buckets. Returns the error to
-// answer, or nullopt with `plan` filled. Once the caller is known, its
-// x-ratelimit-* fields are added to `responseHeaders` (every response to an
-// authenticated caller carries them, refusals included). No I/O.
+// Everything decided before admission, in this order: authenticate (unless
+// `plan.tenant` is already set), validate the body (which the caller has
+// read), resolve the model, check the key's allow-list, and work out what
+// the request asks of its key (`plan.ask`: its token reservation and the
+// most it can cost at the dearest price of its route). Returns the error to
+// answer, or nullopt with `plan` filled. No I/O; admission itself is the
+// key gate's (key_gate.hpp).
 std::optional<ApiError> planChat(const Snapshot& snapshot, const net::Exchange& exchange,
-                                 ChatPlan& plan, Headers& responseHeaders);
+                                 ChatPlan& plan);
 
 net::Task<void> handleChatCompletions(Worker& worker, net::Exchange& exchange);
 

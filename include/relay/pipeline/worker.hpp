@@ -6,6 +6,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "relay/pipeline/key_gate.hpp"
 #include "relay/pipeline/snapshot.hpp"
 #include "relay/upstream/client.hpp"
 #include "relay/upstream/selector.hpp"
@@ -34,6 +35,11 @@ class Worker {
     return &snapshot == snapshot_.get() && route < selectors_.size() ? &selectors_[route] : nullptr;
   }
 
+  // Where this worker's requests are admitted: the process's own limits
+  // unless the gateway installed a shared gate (cluster.redis_url).
+  KeyGate& gate() { return *gate_; }
+  void setGate(std::unique_ptr<KeyGate> gate) { gate_ = std::move(gate); }
+
   // Switches to a reloaded config (called on the worker's own thread). The
   // connection pool is kept when the upstreams' addresses did not change;
   // exchanges in flight keep the snapshot and connections they hold.
@@ -59,6 +65,7 @@ class Worker {
   std::shared_ptr<upstream::ClientPool> clients_;
   std::vector<upstream::SmoothWeightedSelector> selectors_;
   std::shared_ptr<McpUpstreams> mcp_;
+  std::unique_ptr<KeyGate> gate_ = std::make_unique<LocalKeyGate>();
   std::unordered_set<upstream::ResponseStream*> streams_;
   bool shuttingDown_ = false;
 };
