@@ -47,6 +47,77 @@ std::string formatUsd(NanoUsd amount) {
   return (negative ? "-$" : "$") + std::to_string(magnitude / kNanoPerUsd) + "." + fraction;
 }
 
+namespace {
+
+std::string resetTextAt(std::optional<WallTime> resetsAt) {
+  if (!resetsAt) return "it does not reset";
+  return "it resets at " + formatUtc(*resetsAt);
+}
+
+}  // namespace
+
+BudgetRefusal budgetSpentRefusal(std::string_view keyName, const BudgetOptions& o,
+                                 BudgetLimit limit, std::optional<WallTime> resetsAt) {
+  std::string what, amount;
+  switch (limit) {
+    case BudgetLimit::kUsd:
+      what = "budget";
+      amount = formatUsd(toNanoUsd(o.usd.value_or(0)));
+      break;
+    case BudgetLimit::kInputTokens:
+      what = "input-token budget";
+      amount = std::to_string(o.maxInputTokens.value_or(0)) + " tokens";
+      break;
+    case BudgetLimit::kOutputTokens:
+      what = "output-token budget";
+      amount = std::to_string(o.maxOutputTokens.value_or(0)) + " tokens";
+      break;
+  }
+  std::string message = "key '" + std::string(keyName) + "' has ";
+  message += limit == BudgetLimit::kUsd ? "spent its " : "used its ";
+  message += periodAdjective(o.period);
+  message += ' ';
+  message += what;
+  message += " of ";
+  message += amount;
+  message += "; " + resetTextAt(resetsAt);
+  return BudgetRefusal{limit, std::move(message), resetsAt};
+}
+
+BudgetRefusal budgetShortRefusal(std::string_view keyName, const BudgetOptions& o,
+                                 BudgetLimit limit, std::uint64_t left, const BudgetAsk& ask,
+                                 std::optional<WallTime> resetsAt) {
+  const std::string key(keyName);
+  const std::string period(periodAdjective(o.period));
+  std::string message;
+  switch (limit) {
+    case BudgetLimit::kUsd:
+      message = "key '" + key + "' has " + formatUsd(static_cast<NanoUsd>(left)) + " left of its " +
+                period + " budget of " + formatUsd(toNanoUsd(o.usd.value_or(0))) +
+                " (after what was spent and what requests in flight hold), and this request "
+                "could cost up to " +
+                formatUsd(ask.usd) +
+                " (its estimated prompt plus max_tokens at this model's prices); lower "
+                "max_tokens, or wait: " +
+                resetTextAt(resetsAt);
+      break;
+    case BudgetLimit::kInputTokens:
+      message = "key '" + key + "' has " + std::to_string(left) + " input tokens left of its " +
+                period + " input-token budget of " + std::to_string(o.maxInputTokens.value_or(0)) +
+                ", and this request's prompt is estimated at " + std::to_string(ask.inputTokens) +
+                " tokens; " + resetTextAt(resetsAt);
+      break;
+    case BudgetLimit::kOutputTokens:
+      message = "key '" + key + "' has " + std::to_string(left) + " output tokens left of its " +
+                period + " output-token budget of " +
+                std::to_string(o.maxOutputTokens.value_or(0)) +
+                ", and this request may produce up to " + std::to_string(ask.outputTokens) +
+                " (max_tokens); lower max_tokens, or wait: " + resetTextAt(resetsAt);
+      break;
+  }
+  return BudgetRefusal{limit, std::move(message), resetsAt};
+}
+
 Budget::Budget(std::string keyName, const BudgetOptions& options, WallTime now)
     : name_(std::move(keyName)), options_(options) {
   if (options_.usd) usdCap_ = toNanoUsd(*options_.usd);
@@ -75,46 +146,19 @@ void Budget::rollOverIfDue(WallTime now) {
   periodEnd_.store(endSeconds(options_.period, start), std::memory_order_release);
 }
 
-std::string Budget::resetText() const {
-  const std::int64_t end = periodEnd_.load(std::memory_order_relaxed);
-  if (end == kNever) return "it does not reset";
-  return "it resets at " + formatUtc(fromSeconds(end));
-}
-
-std::string Budget::refusalMessage(std::string_view what, std::string_view amount) const {
-  std::string message = "key '" + name_ + "' has ";
-  message += what == "budget" ? "spent its " : "used its ";
-  message += periodAdjective(options_.period);
-  message += ' ';
-  message += what;
-  message += " of ";
-  message += amount;
-  message += "; " + resetText();
-  return message;
-}
-
 std::optional<BudgetRefusal> Budget::check(WallTime now) {
   rollOverIfDue(now);
   const std::int64_t end = periodEnd_.load(std::memory_order_relaxed);
   const std::optional<WallTime> resetsAt =
       end == kNever ? std::nullopt : std::optional<WallTime>(fromSeconds(end));
-  if (usdCap_ >= 0 && committedUsd_.load(std::memory_order_relaxed) >= usdCap_) {
-    return BudgetRefusal{BudgetLimit::kUsd, refusalMessage("budget", formatUsd(usdCap_)), resetsAt};
-  }
+  if (usdCap_ >= 0 && committedUsd_.load(std::memory_order_relaxed) >= usdCap_)
+    return budgetSpentRefusal(name_, options_, BudgetLimit::kUsd, resetsAt);
   if (options_.maxInputTokens &&
-      committedInput_.load(std::memory_order_relaxed) >= *options_.maxInputTokens) {
-    return BudgetRefusal{
-        BudgetLimit::kInputTokens,
-        refusalMessage("input-token budget", std::to_string(*options_.maxInputTokens) + " tokens"),
-        resetsAt};
-  }
+      committedInput_.load(std::memory_order_relaxed) >= *options_.maxInputTokens)
+    return budgetSpentRefusal(name_, options_, BudgetLimit::kInputTokens, resetsAt);
   if (options_.maxOutputTokens &&
-      committedOutput_.load(std::memory_order_relaxed) >= *options_.maxOutputTokens) {
-    return BudgetRefusal{BudgetLimit::kOutputTokens,
-                         refusalMessage("output-token budget",
-                                        std::to_string(*options_.maxOutputTokens) + " tokens"),
-                         resetsAt};
-  }
+      committedOutput_.load(std::memory_order_relaxed) >= *options_.maxOutputTokens)
+    return budgetSpentRefusal(name_, options_, BudgetLimit::kOutputTokens, resetsAt);
   return std::nullopt;
 }
 
@@ -141,44 +185,24 @@ std::variant<BudgetHold, BudgetRefusal> Budget::reserve(const BudgetAsk& ask, Wa
   const std::int64_t end = periodEnd_.load(std::memory_order_relaxed);
   const std::optional<WallTime> resetsAt =
       end == kNever ? std::nullopt : std::optional<WallTime>(fromSeconds(end));
-  const std::string period(periodAdjective(options_.period));
   NanoUsd usdLeft = 0;
   const std::optional<NanoUsd> usdCap =
       usdCap_ >= 0 ? std::optional<NanoUsd>(usdCap_) : std::nullopt;
   if (!holdWithin(committedUsd_, std::max<NanoUsd>(ask.usd, 0), usdCap, usdLeft)) {
-    return BudgetRefusal{
-        BudgetLimit::kUsd,
-        "key '" + name_ + "' has " + formatUsd(usdLeft) + " left of its " + period +
-            " budget of " + formatUsd(usdCap_) +
-            " (after what was spent and what requests in flight hold), and this request could "
-            "cost up to " +
-            formatUsd(ask.usd) +
-            " (its estimated prompt plus max_tokens at this model's prices); lower max_tokens, or "
-            "wait: " +
-            resetText(),
-        resetsAt};
+    return budgetShortRefusal(name_, options_, BudgetLimit::kUsd,
+                              static_cast<std::uint64_t>(usdLeft), ask, resetsAt);
   }
   std::uint64_t tokensLeft = 0;
   if (!holdWithin(committedInput_, ask.inputTokens, options_.maxInputTokens, tokensLeft)) {
     committedUsd_.fetch_sub(std::max<NanoUsd>(ask.usd, 0), std::memory_order_relaxed);
-    return BudgetRefusal{
-        BudgetLimit::kInputTokens,
-        "key '" + name_ + "' has " + std::to_string(tokensLeft) + " input tokens left of its " +
-            period + " input-token budget of " + std::to_string(*options_.maxInputTokens) +
-            ", and this request's prompt is estimated at " + std::to_string(ask.inputTokens) +
-            " tokens; " + resetText(),
-        resetsAt};
+    return budgetShortRefusal(name_, options_, BudgetLimit::kInputTokens, tokensLeft, ask,
+                              resetsAt);
   }
   if (!holdWithin(committedOutput_, ask.outputTokens, options_.maxOutputTokens, tokensLeft)) {
     committedUsd_.fetch_sub(std::max<NanoUsd>(ask.usd, 0), std::memory_order_relaxed);
     committedInput_.fetch_sub(ask.inputTokens, std::memory_order_relaxed);
-    return BudgetRefusal{
-        BudgetLimit::kOutputTokens,
-        "key '" + name_ + "' has " + std::to_string(tokensLeft) + " output tokens left of its " +
-            period + " output-token budget of " + std::to_string(*options_.maxOutputTokens) +
-            ", and this request may produce up to " + std::to_string(ask.outputTokens) +
-            " (max_tokens); lower max_tokens, or wait: " + resetText(),
-        resetsAt};
+    return budgetShortRefusal(name_, options_, BudgetLimit::kOutputTokens, tokensLeft, ask,
+                              resetsAt);
   }
   BudgetAsk held = ask;
   held.usd = std::max<NanoUsd>(ask.usd, 0);
@@ -231,6 +255,23 @@ void Budget::record(double usd, std::uint64_t inputTokens, std::uint64_t outputT
 void Budget::recordNanoUsd(NanoUsd cost, std::uint64_t inputTokens, std::uint64_t outputTokens,
                            WallTime now) {
   settleHold(BudgetAsk{}, BudgetAsk{cost, inputTokens, outputTokens}, now);
+}
+
+void Budget::raiseSpentTo(const BudgetUsage& shared, WallTime now) {
+  rollOverIfDue(now);
+  if (periodStart_.load(std::memory_order_acquire) != secondsOf(shared.periodStart)) return;
+  auto raise = [](auto& spent, auto& committed, auto target) {
+    auto current = spent.load(std::memory_order_relaxed);
+    while (current < target) {
+      if (spent.compare_exchange_weak(current, target, std::memory_order_relaxed)) {
+        committed.fetch_add(target - current, std::memory_order_relaxed);
+        return;
+      }
+    }
+  };
+  raise(spent_, committedUsd_, shared.spent);
+  raise(inputTokens_, committedInput_, shared.inputTokens);
+  raise(outputTokens_, committedOutput_, shared.outputTokens);
 }
 
 BudgetUsage Budget::usage(WallTime now) {

@@ -69,26 +69,40 @@ KeyLimiter::KeyLimiter(std::string keyName, const LimitOptions& options, const C
   if (options.tpm != 0) tokens_.emplace(options.tpm, options.tpmBurst);
 }
 
-Refusal KeyLimiter::bucketRefusal(RefusalKind kind, const TokenBucket& bucket,
-                                  std::uint64_t requested, std::chrono::nanoseconds wait,
-                                  SteadyTime now) const {
-  const std::int64_t left = std::max<std::int64_t>(bucket.remaining(now), 0);
-  std::string message = "Rate limit reached for key '" + name_ + "' on ";
+Refusal bucketRefusal(std::string_view keyName, RefusalKind kind, std::uint64_t capacity,
+                      std::int64_t remaining, std::uint64_t requested,
+                      std::chrono::nanoseconds wait) {
+  std::string message = "Rate limit reached for key '" + std::string(keyName) + "' on ";
   message += perMinuteLabel(kind);
-  message += ": Limit " + std::to_string(bucket.capacity()) + ", Remaining " +
-             std::to_string(left) + ", Requested " + std::to_string(requested) +
-             ". Please try again in " + waitText(wait) + ".";
+  message += ": Limit " + std::to_string(capacity) + ", Remaining " +
+             std::to_string(std::max<std::int64_t>(remaining, 0)) + ", Requested " +
+             std::to_string(requested) + ". Please try again in " + waitText(wait) + ".";
   return Refusal{kind, wait, std::move(message)};
+}
+
+Refusal tooLargeRefusal(std::string_view keyName, std::uint64_t capacity, std::uint64_t requested) {
+  return Refusal{RefusalKind::kTooLarge, std::chrono::nanoseconds(0),
+                 "Request too large for key '" + std::string(keyName) +
+                     "' on tokens per min (TPM): Limit " + std::to_string(capacity) +
+                     ", Requested " + std::to_string(requested) +
+                     " (estimated prompt tokens plus max_tokens). Lower max_tokens or shorten the "
+                     "messages; waiting will not help."};
+}
+
+Refusal concurrencyRefusal(std::string_view keyName, std::uint32_t limit) {
+  return Refusal{RefusalKind::kConcurrency, std::chrono::nanoseconds(0),
+                 "Too many concurrent requests for key '" + std::string(keyName) + "': Limit " +
+                     std::to_string(limit) + " in flight. Retry when one of them has finished."};
+}
+
+Refusal KeyLimiter::refuse(RefusalKind kind, const TokenBucket& bucket, std::uint64_t requested,
+                           std::chrono::nanoseconds wait, SteadyTime now) const {
+  return bucketRefusal(name_, kind, bucket.capacity(), bucket.remaining(now), requested, wait);
 }
 
 AdmitResult KeyLimiter::admit(std::uint64_t estimatedTokens, SteadyTime now, bool holdSlot) {
   if (tokens_ && estimatedTokens > tokens_->capacity()) {
-    return AdmitResult(Refusal{
-        RefusalKind::kTooLarge, std::chrono::nanoseconds(0),
-        "Request too large for key '" + name_ + "' on tokens per min (TPM): Limit " +
-            std::to_string(tokens_->capacity()) + ", Requested " + std::to_string(estimatedTokens) +
-            " (estimated prompt tokens plus max_tokens). Lower max_tokens or shorten the "
-            "messages; waiting will not help."});
+    return AdmitResult(tooLargeRefusal(name_, tokens_->capacity(), estimatedTokens));
   }
 
   // Look before taking anything: a refusal then leaves no trace, and its wait
@@ -99,9 +113,9 @@ AdmitResult KeyLimiter::admit(std::uint64_t estimatedTokens, SteadyTime now, boo
   if (!requestsNow.taken() || !tokensNow.taken()) {
     const std::chrono::nanoseconds wait = std::max(requestsNow.wait, tokensNow.wait);
     if (requestsNow.wait >= tokensNow.wait) {
-      return AdmitResult(bucketRefusal(RefusalKind::kRequests, *requests_, 1, wait, now));
+      return AdmitResult(refuse(RefusalKind::kRequests, *requests_, 1, wait, now));
     }
-    return AdmitResult(bucketRefusal(RefusalKind::kTokens, *tokens_, estimatedTokens, wait, now));
+    return AdmitResult(refuse(RefusalKind::kTokens, *tokens_, estimatedTokens, wait, now));
   }
 
   const bool slot = holdSlot && maxInFlight_ != 0;
@@ -111,10 +125,7 @@ AdmitResult KeyLimiter::admit(std::uint64_t estimatedTokens, SteadyTime now, boo
     std::uint32_t current = inFlight_.load(std::memory_order_relaxed);
     do {
       if (current >= maxInFlight_) {
-        return AdmitResult(Refusal{RefusalKind::kConcurrency, std::chrono::nanoseconds(0),
-                                   "Too many concurrent requests for key '" + name_ + "': Limit " +
-                                       std::to_string(maxInFlight_) +
-                                       " in flight. Retry when one of them has finished."});
+        return AdmitResult(concurrencyRefusal(name_, maxInFlight_));
       }
     } while (!inFlight_.compare_exchange_weak(current, current + 1, std::memory_order_acquire,
                                               std::memory_order_relaxed));
@@ -126,7 +137,7 @@ AdmitResult KeyLimiter::admit(std::uint64_t estimatedTokens, SteadyTime now, boo
     const TakeResult r = requests_->tryTake(1, now);
     if (!r.taken()) {
       if (slot) releaseSlot();
-      return AdmitResult(bucketRefusal(RefusalKind::kRequests, *requests_, 1, r.wait, now));
+      return AdmitResult(refuse(RefusalKind::kRequests, *requests_, 1, r.wait, now));
     }
   }
   if (tokens_) {
@@ -135,7 +146,7 @@ AdmitResult KeyLimiter::admit(std::uint64_t estimatedTokens, SteadyTime now, boo
       if (requests_) requests_->refund(1, now);
       if (slot) releaseSlot();
       return AdmitResult(
-          bucketRefusal(RefusalKind::kTokens, *tokens_, estimatedTokens, t.wait, now));
+          refuse(RefusalKind::kTokens, *tokens_, estimatedTokens, t.wait, now));
     }
   }
   return AdmitResult(Reservation(this, estimatedTokens, slot));

@@ -28,7 +28,7 @@ Config readDocument(const Value& root, const std::string& sourceName) {
   const MapView top =
       root.map({"server", "admin", "keys", "upstreams", "retry", "timeouts", "routes", "prices",
                 "currency", "mcp", "default_max_tokens", "state_dir", "log", "metrics",
-                "forward_headers"});
+                "forward_headers", "cluster"});
   Config c;
   c.sourcePath = sourceName;
 
@@ -65,6 +65,7 @@ Config readDocument(const Value& root, const std::string& sourceName) {
   top.with("currency", [&](const Value& v) { c.currency = detail::readCurrency(v); });
   top.with("log", [&](const Value& v) { c.log = detail::readLog(v); });
   top.with("metrics", [&](const Value& v) { c.metrics = detail::readMetrics(v); });
+  top.with("cluster", [&](const Value& v) { c.cluster = detail::readCluster(v); });
   top.with("default_max_tokens",
            [&](const Value& v) { c.defaultMaxTokens = v.unsignedInt<std::uint64_t>(1); });
   top.with("state_dir", [&](const Value& v) { c.stateDir = v.string(); });

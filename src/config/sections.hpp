@@ -30,6 +30,10 @@ MetricsOptions readMetrics(const Value& v);
 Timeouts readTimeouts(const Value& v);
 Retry readRetry(const Value& v);
 Currency readCurrency(const Value& v);
+Cluster readCluster(const Value& v);
+// Fills `url` from redis[s]://[[user]:password@]host[:port][/db]; returns why
+// the text is refused ("" when accepted), never quoting it.
+std::string parseRedisUrl(std::string_view text, RedisUrl& url);
 
 std::vector<Upstream> readUpstreams(const Value& v);
 std::map<std::string, Route> readRoutes(const Value& v, const Catalog& catalog);

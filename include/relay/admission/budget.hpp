@@ -27,6 +27,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <variant>
 
 #include "relay/admission/budget_period.hpp"
@@ -66,6 +67,15 @@ struct BudgetAsk {
   std::uint64_t inputTokens = 0;
   std::uint64_t outputTokens = 0;
 };
+
+// The refusals, worded the same wherever the decision was made (this
+// process's budget or the shared one in Redis). `left` is nano-dollars for
+// kUsd, tokens otherwise.
+BudgetRefusal budgetSpentRefusal(std::string_view keyName, const BudgetOptions& options,
+                                 BudgetLimit limit, std::optional<WallTime> resetsAt);
+BudgetRefusal budgetShortRefusal(std::string_view keyName, const BudgetOptions& options,
+                                 BudgetLimit limit, std::uint64_t left, const BudgetAsk& ask,
+                                 std::optional<WallTime> resetsAt);
 
 class Budget;
 
@@ -131,6 +141,10 @@ class Budget {
   BudgetAsk held() const;
   // The usage as stored, consistent with respect to roll-over (for the store).
   BudgetUsage snapshot() const;
+  // Raises this period's settled usage to at least `shared` (the spend every
+  // replica saw in Redis), so that a replica falling back to its own state
+  // still knows what the key spent. Ignored for another period.
+  void raiseSpentTo(const BudgetUsage& shared, WallTime now);
   // Replaces the stored usage (the store, at load). `usage.periodStart` must
   // be the start of a period of this budget's kind.
   void restore(const BudgetUsage& usage);
@@ -142,8 +156,6 @@ class Budget {
   friend class BudgetHold;
   void rollOverIfDue(WallTime now);
   std::optional<double> settleHold(const BudgetAsk& held, const BudgetAsk& actual, WallTime now);
-  std::string refusalMessage(std::string_view what, std::string_view amount) const;
-  std::string resetText() const;
 
   std::string name_;
   BudgetOptions options_;

@@ -65,6 +65,14 @@ struct Refusal {
   void appendHeaders(Headers& headers) const;
 };
 
+// The refusals, worded the same wherever the decision was made (this
+// process's limiter or the shared one in Redis).
+Refusal bucketRefusal(std::string_view keyName, RefusalKind kind, std::uint64_t capacity,
+                      std::int64_t remaining, std::uint64_t requested,
+                      std::chrono::nanoseconds wait);
+Refusal tooLargeRefusal(std::string_view keyName, std::uint64_t capacity, std::uint64_t requested);
+Refusal concurrencyRefusal(std::string_view keyName, std::uint32_t limit);
+
 class KeyLimiter;
 
 // Holds a concurrency slot and the reserved tokens of one admitted request.
@@ -144,8 +152,8 @@ class alignas(64) KeyLimiter {
   friend class Reservation;
   void finish(std::uint64_t reserved, std::uint64_t actual, SteadyTime now, bool holdsSlot);
   void releaseSlot();
-  Refusal bucketRefusal(RefusalKind kind, const TokenBucket& bucket, std::uint64_t requested,
-                        std::chrono::nanoseconds wait, SteadyTime now) const;
+  Refusal refuse(RefusalKind kind, const TokenBucket& bucket, std::uint64_t requested,
+                 std::chrono::nanoseconds wait, SteadyTime now) const;
 
   std::optional<TokenBucket> requests_;
   std::optional<TokenBucket> tokens_;

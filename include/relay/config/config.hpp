@@ -203,6 +203,29 @@ struct MetricsOptions {
   std::vector<std::string> nodeIds;
 };
 
+// A Redis server (cluster.redis_url): redis://[[user]:password@]host[:port][/db],
+// rediss:// for TLS. The password is a secret: never logged or echoed.
+struct RedisUrl {
+  bool tls = false;
+  std::string host;
+  std::uint16_t port = 6379;
+  std::uint32_t db = 0;
+  std::string user;      // "" = the default user
+  std::string password;  // "" = no AUTH
+  // "redis://host:port/db" without credentials, for logs and errors.
+  std::string display() const;
+};
+
+enum class OnRedisFailure { kLocal, kReject };
+
+// Limits, concurrency and budgets shared by every replica through Redis.
+struct Cluster {
+  std::optional<RedisUrl> redis;  // absent: each process keeps its own state
+  std::uint32_t redisTimeoutMs = 50;
+  OnRedisFailure onRedisFailure = OnRedisFailure::kLocal;
+  bool operator==(const Cluster& other) const;
+};
+
 struct Config {
   std::string sourcePath;  // the file this came from (for messages and reload)
   Server server;
@@ -215,6 +238,7 @@ struct Config {
   std::vector<Price> prices;
   Currency currency;
   Mcp mcp;
+  Cluster cluster;
   std::uint64_t defaultMaxTokens = 4096;  // token reservation when a request sets none
   // Caller fields forwarded upstream beyond the built-in allow-list: names,
   // or prefixes ending in '*' (lowercase).
