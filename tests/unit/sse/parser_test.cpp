@@ -203,6 +203,30 @@ TEST(SseParser, FollowsTheValueRules) {
   EXPECT_EQ(events[5].raw, "DATA: upper\n\n");
 }
 
+// Found by fuzz_sse: a field without a colon has an empty value whose view
+// was null, and the parser turned its address into a buffer offset
+// (undefined behaviour; UBSan: "applying non-zero offset ... produced null
+// pointer"). Every view, empty or not, must point into the event's bytes.
+TEST(SseParser, FieldsWithoutAColonHaveEmptyValuesInsideTheEvent) {
+  Parser parser;
+  parser.feed("id: 7\n\nid\nevent\ndata\n\n");
+  ASSERT_EQ(parser.parse(), ParseStatus::kOk);
+  ASSERT_EQ(parser.events().size(), 2U);
+  const Event& e = parser.events()[1];
+  EXPECT_TRUE(e.hasId);
+  EXPECT_EQ(e.id, "");
+  EXPECT_EQ(e.type, "");
+  EXPECT_EQ(e.data, "");
+  EXPECT_EQ(e.dataLines, 1U);
+  EXPECT_EQ(parser.lastEventId(), "");  // an empty id resets it, per WHATWG
+  const char* begin = e.raw.data();
+  const char* end = e.raw.data() + e.raw.size();
+  for (std::string_view view : {e.id, e.type, e.data}) {
+    EXPECT_GE(view.data(), begin);
+    EXPECT_LE(view.data(), end);
+  }
+}
+
 TEST(SseParser, KeepsTheLastEventIdAcrossEventsAndIgnoresIdsWithNul) {
   Relay relay;
   relay.read("id: first\ndata: 1\n\ndata: 2\n\n");
