@@ -205,7 +205,12 @@ void Parser::finishEvent(std::size_t end) {
     complete_ = end;
     return;
   }
-  if (end - start > limits_.maxEventBytes) {
+  // The LF of a final CRLF is not counted: it may come with the next read,
+  // after the CR has ended the event, and whether an event is refused must
+  // not depend on where reads split the stream.
+  std::size_t size = end - start;
+  if (size >= 2 && buffer_[end - 2] == '\r' && buffer_[end - 1] == '\n') --size;
+  if (size > limits_.maxEventBytes) {
     status_ = ParseStatus::kEventTooLarge;
     return;
   }

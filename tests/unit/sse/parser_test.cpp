@@ -297,6 +297,27 @@ TEST(SseParser, RefusesAnEventLargerThanTheCap) {
   EXPECT_EQ(endless.events.size(), 2U);
 }
 
+// Found by fuzz_sse: an event ending in CRLF was refused when its final LF
+// came in the same read (11 bytes > 10) and accepted when it came in the next
+// (the CR had already ended a 10-byte event). The final LF no longer counts.
+TEST(SseParser, TheCapDoesNotDependOnWhereTheFinalCrlfIsSplit) {
+  const std::string event = "data: 1\r\n\r\n";  // 11 bytes, 10 without the last LF
+  Relay whole(ParserLimits{.maxEventBytes = 10});
+  EXPECT_EQ(whole.read(event), ParseStatus::kOk);
+  Relay split(ParserLimits{.maxEventBytes = 10});
+  EXPECT_EQ(split.read(event.substr(0, 10)), ParseStatus::kOk);
+  EXPECT_EQ(split.read(event.substr(10)), ParseStatus::kOk);
+  ASSERT_EQ(whole.events.size(), 1U);
+  ASSERT_EQ(split.events.size(), 1U);
+  EXPECT_EQ(whole.events[0].data, split.events[0].data);
+  EXPECT_EQ(whole.forwarded, split.forwarded);
+
+  Relay over(ParserLimits{.maxEventBytes = 9});
+  EXPECT_EQ(over.read(event), ParseStatus::kEventTooLarge);
+  Relay overSplit(ParserLimits{.maxEventBytes = 9});
+  EXPECT_EQ(overSplit.read(event.substr(0, 10)), ParseStatus::kEventTooLarge);
+}
+
 TEST(SseParser, ReportsEventsCompletedBeforeTheCapWasHit) {
   Parser parser(ParserLimits{.maxEventBytes = 12});
   parser.feed("data: a\n\ndata: too long for the cap");
