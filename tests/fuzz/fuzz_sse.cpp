@@ -124,7 +124,14 @@ void checkUsage(std::string_view data) {
   if (!relay::sse::mayContainUsage(data)) {
     FUZZ_CHECK(!found, "mayContainUsage() said no, but extractUsage() found usage");
   }
-  (void)relay::sse::extractBodyUsage(data);
+  for (const auto& usage :
+       {found ? std::optional(found->usage) : std::nullopt, relay::sse::extractBodyUsage(data)}) {
+    if (!usage) continue;
+    for (std::int64_t count : {usage->promptTokens, usage->completionTokens, usage->totalTokens,
+                               usage->cachedTokens, usage->reasoningTokens}) {
+      FUZZ_CHECK(count >= 0 && count <= relay::sse::kMaxUsageTokens, "a token count out of range");
+    }
+  }
   relay::sse::ChunkIdentity identity;
   const bool haveIdentity = relay::sse::readChunkIdentity(data, identity);
 
