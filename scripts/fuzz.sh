@@ -86,6 +86,7 @@ for t in "${targets[@]}"; do
   fi
 done
 
+echo "fuzz: $((${#targets[@]} - ${#failed[@]})) passed, ${#failed[@]} failed"
 if ((${#failed[@]})); then
   echo "fuzzing found problems in: ${failed[*]} (logs in $build_dir/fuzz-work/<target>/log)" >&2
   exit 1
