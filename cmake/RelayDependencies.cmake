@@ -45,9 +45,12 @@ target_compile_definitions(relay_asio INTERFACE
 
 # tcmalloc (Debian libgoogle-perftools-dev): a gateway allocates small objects
 # per request on every worker; tcmalloc's per-thread caches make that cheap.
+# Never with sanitizers (RelaySanitizers.cmake): they intercept malloc themselves.
 option(RELAY_USE_TCMALLOC "Link the binaries with tcmalloc_minimal when it is installed" ON)
 add_library(relay_malloc INTERFACE)
-if(RELAY_USE_TCMALLOC)
+if(RELAY_USE_TCMALLOC AND RELAY_SANITIZE)
+  message(STATUS "kimi-relay: tcmalloc not linked in a sanitizer build")
+elseif(RELAY_USE_TCMALLOC)
   find_library(TCMALLOC_MINIMAL NAMES tcmalloc_minimal libtcmalloc_minimal.so.4)
   if(TCMALLOC_MINIMAL)
     target_link_libraries(relay_malloc INTERFACE ${TCMALLOC_MINIMAL})

@@ -3,8 +3,10 @@
 # on Debian 12 (as root). Safe to run again: apt and npm skip what is present.
 #   scripts/install-deps.sh          build + runtime + test tools
 #   scripts/install-deps.sh --build  only what the build needs (used by docker/Dockerfile)
+#   scripts/install-deps.sh --fuzz   what the build needs, plus clang and libFuzzer (scripts/fuzz.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+mode=${1:-}
 
 build_pkgs=(
   build-essential cmake ninja-build ccache pkg-config git
@@ -12,11 +14,20 @@ build_pkgs=(
   nlohmann-json3-dev libspdlog-dev libfmt-dev libyaml-cpp-dev prometheus-cpp-dev
   libgtest-dev libgmock-dev libgoogle-perftools-dev
 )
-test_pkgs=(curl nghttp2-client prometheus procps openssl python3-httpx)
+test_pkgs=(curl nghttp2-client prometheus procps openssl python3-httpx redis-server)
+# libFuzzer and the ASan/UBSan runtimes clang links fuzz targets with
+# (libclang_rt.fuzzer, .asan, .ubsan_standalone) are in libclang-rt-14-dev.
+fuzz_pkgs=(clang-14 libclang-rt-14-dev)
 
 pkgs=("${build_pkgs[@]}")
-[[ ${1:-} == --build ]] || pkgs+=("${test_pkgs[@]}")
-command -v node >/dev/null || [[ ${1:-} == --build ]] || pkgs+=(nodejs npm)
+case $mode in
+  --build) ;;
+  --fuzz) pkgs+=("${fuzz_pkgs[@]}") ;;
+  *)
+    pkgs+=("${test_pkgs[@]}")
+    command -v node >/dev/null || pkgs+=(nodejs npm)
+    ;;
+esac
 
 missing=()
 for p in "${pkgs[@]}"; do
@@ -30,6 +41,6 @@ fi
 
 # The Node packages the integration and end-to-end tests drive the gateway with
 # (the official openai SDK, MCP SDK and server), pinned by tests/package-lock.json.
-if [[ ${1:-} != --build ]] && [[ -f tests/package.json ]]; then
+if [[ -z $mode ]] && [[ -f tests/package.json ]]; then
   (cd tests && npm ci --no-audit --no-fund --loglevel=error)
 fi

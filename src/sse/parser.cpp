@@ -20,12 +20,14 @@ std::size_t findLineEnd(const char* base, std::size_t from, std::size_t end) {
 
 // Splits a non-blank line into field name and value: "name: value" -> (name,
 // value), "name:value" keeps the value whole, a line without ':' is a field
-// with an empty value. Only one space after the colon is removed.
+// with an empty value. Only one space after the colon is removed. The value
+// always points into the line, even when empty: callers turn its address into
+// an offset in the buffer (an empty `{}` has a null data()).
 void splitField(std::string_view line, std::string_view& field, std::string_view& value) {
   const std::size_t colon = line.find(':');
   if (colon == std::string_view::npos) {
     field = line;
-    value = {};
+    value = line.substr(line.size());
     return;
   }
   field = line.substr(0, colon);
@@ -203,7 +205,12 @@ void Parser::finishEvent(std::size_t end) {
     complete_ = end;
     return;
   }
-  if (end - start > limits_.maxEventBytes) {
+  // The LF of a final CRLF is not counted: it may come with the next read,
+  // after the CR has ended the event, and whether an event is refused must
+  // not depend on where reads split the stream.
+  std::size_t size = end - start;
+  if (size >= 2 && buffer_[end - 2] == '\r' && buffer_[end - 1] == '\n') --size;
+  if (size > limits_.maxEventBytes) {
     status_ = ParseStatus::kEventTooLarge;
     return;
   }

@@ -1,5 +1,6 @@
 #include "relay/sse/usage.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <cstring>
 #include <vector>
@@ -36,20 +37,27 @@ bool nestedObject(std::string_view text, const std::vector<JsonMember>& members,
          !scanObject(text, member->value.span, out);
 }
 
+// A count clamped to [0, kMaxUsageTokens] (usage.hpp); absent reads as 0.
+std::int64_t tokens(std::optional<std::int64_t> count) {
+  return std::clamp<std::int64_t>(count.value_or(0), 0, kMaxUsageTokens);
+}
+
 bool readUsage(std::string_view text, JsonSpan object, Usage& usage) {
   if (scanObject(text, object, usageMembers)) return false;
   const auto& m = usageMembers;
-  usage.promptTokens = intMember(text, m, "prompt_tokens").value_or(0);
-  usage.completionTokens = intMember(text, m, "completion_tokens").value_or(0);
-  usage.totalTokens =
-      intMember(text, m, "total_tokens").value_or(usage.promptTokens + usage.completionTokens);
+  usage.promptTokens = tokens(intMember(text, m, "prompt_tokens"));
+  usage.completionTokens = tokens(intMember(text, m, "completion_tokens"));
+  // Both at most 2^48: the sum cannot overflow (it did, unclamped, for a
+  // prompt_tokens of INT64_MAX; found by fuzz_sse).
+  const std::optional<std::int64_t> total = intMember(text, m, "total_tokens");
+  usage.totalTokens = tokens(total ? total : usage.promptTokens + usage.completionTokens);
   std::optional<std::int64_t> cached;
   if (nestedObject(text, m, "prompt_tokens_details", detailMembers)) {
     cached = intMember(text, detailMembers, "cached_tokens");
   }
-  usage.cachedTokens = cached ? *cached : intMember(text, m, "cached_tokens").value_or(0);
+  usage.cachedTokens = tokens(cached ? cached : intMember(text, m, "cached_tokens"));
   if (nestedObject(text, m, "completion_tokens_details", detailMembers)) {
-    usage.reasoningTokens = intMember(text, detailMembers, "reasoning_tokens").value_or(0);
+    usage.reasoningTokens = tokens(intMember(text, detailMembers, "reasoning_tokens"));
   }
   return true;
 }

@@ -1,5 +1,6 @@
 #include "relay/upstream/retry_after.hpp"
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 
@@ -121,12 +122,21 @@ bool timeOfDay(Cursor& c, Civil& t) {
   return t.hour <= 23 && t.minute <= 59 && t.second <= 60;
 }
 
+// WallTime counts nanoseconds in 64 bits, about the years 1678 to 2262, while
+// an HTTP-date can name any year from 0000 to 9999. The date is therefore
+// computed in seconds and saturates to the first or last whole second WallTime
+// holds; converting it directly overflowed (undefined behaviour, found by
+// fuzz_retry_after). parseRetryAfter then waits 0 or kMaxRetryAfter, as for
+// any date that far away.
 std::optional<WallTime> toWallTime(const Civil& t) {
   using namespace std::chrono;
   const year_month_day ymd{year(t.year), month(static_cast<unsigned>(t.month)),
                            day(static_cast<unsigned>(t.day))};
   if (!ymd.ok()) return std::nullopt;
-  return WallTime(sys_days(ymd)) + hours(t.hour) + minutes(t.minute) + seconds(t.second);
+  const sys_seconds at = sys_days(ymd) + hours(t.hour) + minutes(t.minute) + seconds(t.second);
+  constexpr sys_seconds kFirst = ceil<seconds>(WallTime::min());
+  constexpr sys_seconds kLast = floor<seconds>(WallTime::max());
+  return WallTime(std::clamp(at, kFirst, kLast));
 }
 
 // "06 Nov 1994 08:49:37 GMT" after "Sun, ".

@@ -43,6 +43,24 @@ const STOP_GRACE_MS = 5_000;
 // ---------------------------------------------------------------------------
 // Processes
 
+// Sanitizer builds (scripts/test.sh --sanitize): a binary started here that
+// prints a sanitizer report fails the test file, even when the report comes at
+// exit (a leak) or from a process whose exit status no test looks at. The
+// report is echoed at once; the test process then exits non-zero, which Node's
+// test runner counts as a failed test.
+const SANITIZER_REPORT = /^(?:==\d+==ERROR: \w+Sanitizer|WARNING: ThreadSanitizer|SUMMARY: \w+Sanitizer)/m;
+const REPORT_START = /^(?:=+$|==\d+==ERROR|WARNING: ThreadSanitizer|.*: runtime error: )/m;
+const sanitizerReports = [];
+function checkSanitizerReport(bin, pid, stderr) {
+  if (!SANITIZER_REPORT.test(stderr)) return;
+  const report = stderr.slice(Math.max(0, stderr.search(REPORT_START))).slice(0, 20_000);
+  sanitizerReports.push({ bin, pid, report });
+  process.stderr.write(`\n*** sanitizer report from ${bin} (pid ${pid}) ***\n${report}\n`);
+}
+process.on('exit', () => {
+  if (sanitizerReports.length > 0) process.exitCode = 1;
+});
+
 const live = new Set();
 function killAll() {
   for (const child of live) {
@@ -106,6 +124,8 @@ export function spawnProcess(bin, args, { env } = {}) {
       output[name] += text;
     });
   }
+  // 'close' comes after the last output, unlike 'exit'.
+  child.once('close', () => checkSanitizerReport(bin, child.pid, output.stderr));
 
   async function stop(signal = 'SIGTERM') {
     if (exitStatus || child.exitCode !== null || child.signalCode !== null) return exited;

@@ -51,8 +51,9 @@ enum class ParseStatus : std::uint8_t {
 };
 
 struct ParserLimits {
-  // Largest event (raw bytes) the parser will hold: a peer that never ends an
-  // event must not grow the buffer without bound.
+  // Largest event (raw bytes, not counting the LF of a final CRLF) the parser
+  // will hold: a peer that never ends an event must not grow the buffer
+  // without bound.
   std::size_t maxEventBytes = std::size_t{16} << 20;
 };
 

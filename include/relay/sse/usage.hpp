@@ -15,6 +15,12 @@
 
 namespace relay::sse {
 
+// Every count read from an upstream lies in [0, kMaxUsageTokens]: a negative
+// one reads as 0 and a larger one as the maximum, so that the gateway can add
+// a few counts and cast them to unsigned without overflow, whatever a broken
+// upstream sends (far beyond any real response: 2^48 tokens).
+inline constexpr std::int64_t kMaxUsageTokens = std::int64_t{1} << 48;
+
 struct Usage {
   std::int64_t promptTokens = 0;  // includes the cached ones
   std::int64_t completionTokens = 0;

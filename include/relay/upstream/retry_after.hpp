@@ -33,6 +33,8 @@ std::optional<Millis> upstreamRetryDelay(std::string_view retryAfterMs, std::str
 // IMF-fixdate "Sun, 06 Nov 1994 08:49:37 GMT", the obsolete RFC 850 form
 // "Sunday, 06-Nov-94 08:49:37 GMT" (a two-digit year more than 50 years ahead of
 // `now` is read as the previous century) and asctime "Sun Nov  6 08:49:37 1994".
+// A date outside WallTime's range (about 1678 to 2262) gives its first or last
+// whole second.
 std::optional<WallTime> parseHttpDate(std::string_view text, WallTime now);
 
 }  // namespace relay::upstream

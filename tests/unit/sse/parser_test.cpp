@@ -203,6 +203,30 @@ TEST(SseParser, FollowsTheValueRules) {
   EXPECT_EQ(events[5].raw, "DATA: upper\n\n");
 }
 
+// Found by fuzz_sse: a field without a colon has an empty value whose view
+// was null, and the parser turned its address into a buffer offset
+// (undefined behaviour; UBSan: "applying non-zero offset ... produced null
+// pointer"). Every view, empty or not, must point into the event's bytes.
+TEST(SseParser, FieldsWithoutAColonHaveEmptyValuesInsideTheEvent) {
+  Parser parser;
+  parser.feed("id: 7\n\nid\nevent\ndata\n\n");
+  ASSERT_EQ(parser.parse(), ParseStatus::kOk);
+  ASSERT_EQ(parser.events().size(), 2U);
+  const Event& e = parser.events()[1];
+  EXPECT_TRUE(e.hasId);
+  EXPECT_EQ(e.id, "");
+  EXPECT_EQ(e.type, "");
+  EXPECT_EQ(e.data, "");
+  EXPECT_EQ(e.dataLines, 1U);
+  EXPECT_EQ(parser.lastEventId(), "");  // an empty id resets it, per WHATWG
+  const char* begin = e.raw.data();
+  const char* end = e.raw.data() + e.raw.size();
+  for (std::string_view view : {e.id, e.type, e.data}) {
+    EXPECT_GE(view.data(), begin);
+    EXPECT_LE(view.data(), end);
+  }
+}
+
 TEST(SseParser, KeepsTheLastEventIdAcrossEventsAndIgnoresIdsWithNul) {
   Relay relay;
   relay.read("id: first\ndata: 1\n\ndata: 2\n\n");
@@ -271,6 +295,27 @@ TEST(SseParser, RefusesAnEventLargerThanTheCap) {
   endless.parser.reset();
   EXPECT_EQ(endless.read("data: again\n\n"), ParseStatus::kOk);
   EXPECT_EQ(endless.events.size(), 2U);
+}
+
+// Found by fuzz_sse: an event ending in CRLF was refused when its final LF
+// came in the same read (11 bytes > 10) and accepted when it came in the next
+// (the CR had already ended a 10-byte event). The final LF no longer counts.
+TEST(SseParser, TheCapDoesNotDependOnWhereTheFinalCrlfIsSplit) {
+  const std::string event = "data: 1\r\n\r\n";  // 11 bytes, 10 without the last LF
+  Relay whole(ParserLimits{.maxEventBytes = 10});
+  EXPECT_EQ(whole.read(event), ParseStatus::kOk);
+  Relay split(ParserLimits{.maxEventBytes = 10});
+  EXPECT_EQ(split.read(event.substr(0, 10)), ParseStatus::kOk);
+  EXPECT_EQ(split.read(event.substr(10)), ParseStatus::kOk);
+  ASSERT_EQ(whole.events.size(), 1U);
+  ASSERT_EQ(split.events.size(), 1U);
+  EXPECT_EQ(whole.events[0].data, split.events[0].data);
+  EXPECT_EQ(whole.forwarded, split.forwarded);
+
+  Relay over(ParserLimits{.maxEventBytes = 9});
+  EXPECT_EQ(over.read(event), ParseStatus::kEventTooLarge);
+  Relay overSplit(ParserLimits{.maxEventBytes = 9});
+  EXPECT_EQ(overSplit.read(event.substr(0, 10)), ParseStatus::kEventTooLarge);
 }
 
 TEST(SseParser, ReportsEventsCompletedBeforeTheCapWasHit) {

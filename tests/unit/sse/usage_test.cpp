@@ -61,6 +61,28 @@ TEST(Usage, PrefersPromptTokensDetailsAndFillsTheTotal) {
   EXPECT_EQ(found->usage.reasoningTokens, 0);
 }
 
+// Found by fuzz_sse: a prompt_tokens of INT64_MAX without total_tokens made
+// the total overflow (UBSan: signed integer overflow in readUsage). Counts are
+// clamped to [0, kMaxUsageTokens], so the settlement's sums and unsigned
+// casts cannot overflow or wrap either.
+TEST(Usage, ClampsNegativeAndHugeCounts) {
+  const auto huge = extractUsage(
+      R"({"choices":[],"usage":{"prompt_tokens":9223372036854775807,"completion_tokens":1}})");
+  ASSERT_TRUE(huge);
+  EXPECT_EQ(huge->usage.promptTokens, kMaxUsageTokens);
+  EXPECT_EQ(huge->usage.completionTokens, 1);
+  EXPECT_EQ(huge->usage.totalTokens, kMaxUsageTokens);  // the sum, clamped
+
+  const auto negative = extractUsage(
+      R"({"choices":[{"usage":{"prompt_tokens":-5,"completion_tokens":-9223372036854775808,)"
+      R"("total_tokens":-1,"cached_tokens":-2,"completion_tokens_details":{"reasoning_tokens":-3}}}]})");
+  ASSERT_TRUE(negative);
+  EXPECT_EQ(negative->usage, Usage{});
+
+  EXPECT_EQ(extractBodyUsage(R"({"usage":{"prompt_tokens":7,"total_tokens":1e400}})"),
+            (Usage{.promptTokens = 7, .totalTokens = 7}));
+}
+
 TEST(Usage, ReadsANonStreamedCompletion) {
   const auto found = extractUsage(R"({
     "id": "chatcmpl-2", "object": "chat.completion", "created": 1, "model": "kimi",

@@ -54,6 +54,23 @@ TEST(RetryAfter, DateInThePastMeansNoWait) {
   EXPECT_EQ(parseRetryAfter("Sun, 06 Nov 1994 08:49:00 GMT", kNow), Millis(0));
 }
 
+// Found by fuzz_retry_after: "Wed, 31 Dec 2502 23:59:60 GMT" overflowed the
+// conversion to WallTime's 64-bit nanoseconds (UBSan: signed integer overflow
+// in std::chrono::duration_cast). Dates outside its range saturate instead.
+TEST(RetryAfter, DatesBeyondWallTimesRangeSaturate) {
+  const WallTime first = ceil<seconds>(WallTime::min());
+  const WallTime last = floor<seconds>(WallTime::max());
+  EXPECT_EQ(parseHttpDate("Wed, 31 Dec 2502 23:59:60 GMT", kNow), last);
+  EXPECT_EQ(parseHttpDate("Fri, 31 Dec 9999 23:59:59 GMT", kNow), last);
+  EXPECT_EQ(parseHttpDate("Sat Jan  1 00:00:00 0000", kNow), first);
+  EXPECT_EQ(parseHttpDate("Mon, 01 Jan 1600 00:00:00 GMT", kNow), first);
+  EXPECT_EQ(parseRetryAfter("Wed, 31 Dec 2502 23:59:60 GMT", kNow), kMaxRetryAfter);
+  EXPECT_EQ(parseRetryAfter("Mon, 01 Jan 1600 00:00:00 GMT", kNow), Millis(0));
+  // The last whole second WallTime holds is still read exactly.
+  EXPECT_EQ(parseHttpDate("Fri, 11 Apr 2262 23:47:16 GMT", kNow), last);
+  EXPECT_EQ(parseHttpDate("Fri, 11 Apr 2262 23:47:15 GMT", kNow), last - seconds(1));
+}
+
 TEST(RetryAfter, ObsoleteRfc850Form) {
   EXPECT_EQ(parseRetryAfter("Sunday, 06-Nov-94 08:49:37 GMT", kNow), Millis(37'000));
   EXPECT_EQ(parseRetryAfter("Monday, 01-Jan-35 00:00:10 GMT", utc(2034, 12, 31, 23, 59, 50)),
