@@ -10,6 +10,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <spdlog/spdlog.h>
 
+#include "relay/cluster/redis_gate.hpp"
 #include "relay/common/json_write.hpp"
 #include "relay/config/parse.hpp"
 #include "relay/telemetry/access_log.hpp"
@@ -50,8 +51,12 @@ Gateway::Gateway(std::string configPath, pipeline::Services services, config::Co
       keys_(std::move(keys)),
       snapshot_(std::move(snapshot)),
       runtime_(snapshot_->config.server.workers) {
-  for (unsigned i = 0; i < runtime_.workers(); ++i)
+  for (unsigned i = 0; i < runtime_.workers(); ++i) {
     workers_.push_back(std::make_unique<pipeline::Worker>(snapshot_));
+    // Shared limits and budgets: one Redis connection per worker loop.
+    if (snapshot_->config.cluster.redis)
+      workers_.back()->setGate(cluster::makeRedisGate(runtime_.context(i), snapshot_->config.cluster));
+  }
   control_ = std::make_unique<Control>(runtime_.context(0));
   admin_.metrics = services_.metrics;
   admin_.snapshot = [this] { return current(); };

@@ -175,6 +175,7 @@ net::Task<std::optional<ApiError>> readBody(net::Exchange& ex, KeyGate& gate, co
 void publishRefusal(const Snapshot& snap, const ChatRecord& record, const ChatPlan& plan,
                     const ApiError& refused) {
   if (!snap.eventsWanted() || !plan.tenant) return;
+  if (*plan.refusal == telemetry::RefusalReason::kSharedState) return;  // not the key's limit
   RelayEvent e;
   const bool budget = *plan.refusal == telemetry::RefusalReason::kBudget;
   e.kind = budget ? "budget.exceeded" : "request.rate_limited";

@@ -95,17 +95,22 @@ void ChatRecord::settle() {
                                 static_cast<std::uint64_t>(r.usage.promptTokens),
                                 static_cast<std::uint64_t>(r.usage.completionTokens)};
     // The token reservation and the budget hold become the real usage and cost.
-    std::optional<double> crossed = plan->ticket->settle(used, actual);
-    if (crossed && snapshot_.eventsWanted()) {
-      RelayEvent e;
-      e.kind = "budget.threshold";
-      e.requestId = requestId_;
-      e.key = tenant->name;
-      e.node = nodeHeader();
-      e.usedFraction = *crossed;
-      e.message = "the key has spent 80% of a budget cap";
-      snapshot_.publish(e);
+    BudgetCrossed crossed;
+    if (snapshot_.eventsWanted()) {
+      crossed = [events = snapshot_.events, id = requestId_, key = tenant->name,
+                 node = std::string(nodeHeader())](double share) {
+        if (!events->active()) return;
+        RelayEvent e;
+        e.kind = "budget.threshold";
+        e.requestId = id;
+        e.key = key;
+        e.node = node;
+        e.usedFraction = share;
+        e.message = "the key has spent 80% of a budget cap";
+        events->publish(e);
+      };
     }
+    plan->ticket->settle(used, actual, std::move(crossed));
   }
   if (snapshot_.eventsWanted()) publishFinished(r, settled);
 }

@@ -17,10 +17,12 @@ class LocalTicket final : public GateTicket {
     hold_.setUsedSoFar(cost);
   }
 
-  std::optional<double> settle(std::uint64_t tokens, const admission::BudgetAsk& cost) override {
+  void settle(std::uint64_t tokens, const admission::BudgetAsk& cost,
+              BudgetCrossed crossed) override {
     const auto& clock = admission::SystemClock::instance();
     if (reservation_.active()) reservation_.settle(tokens, clock.steadyNow());
-    return hold_.settle(cost, clock.wallNow());
+    std::optional<double> share = hold_.settle(cost, clock.wallNow());
+    if (share && crossed) crossed(*share);
   }
 
  private:

@@ -285,7 +285,7 @@ net::Task<std::optional<McpRefusal>> McpExchange::admit() {
   ApiError& refused = *admitted.refusal;
   const telemetry::RefusalReason reason = *admitted.reason;
   snapshot_->telemetry->refusal(reason);
-  if (snapshot_->eventsWanted()) {
+  if (snapshot_->eventsWanted() && reason != telemetry::RefusalReason::kSharedState) {
     const bool budget = reason == telemetry::RefusalReason::kBudget;
     RelayEvent e = event(budget ? "budget.exceeded" : "request.rate_limited");
     e.reason = budget                                          ? std::string_view("budget")

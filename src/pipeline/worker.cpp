@@ -41,6 +41,7 @@ void Worker::setSnapshot(std::shared_ptr<const Snapshot> snapshot) {
 }
 
 void Worker::releaseConnections() {
+  gate_->stop();
   clients_.reset();
   mcp_.reset();
 }

@@ -8,6 +8,7 @@
 
 #include "families.hpp"
 #include "relay/common/limits.hpp"
+#include "relay/common/shared_state_stats.hpp"
 
 namespace relay::telemetry {
 namespace {
@@ -49,7 +50,8 @@ constexpr std::string_view kFallbackLabels[] = {"upstream", "model"};
 constexpr std::string_view kEjectionLabels[] = {"consecutive_failures", "active_check",
                                                 "credential_refused", "other"};
 constexpr std::string_view kRefusalLabels[] = {
-    "requests", "tokens", "concurrency", "budget", "upstream_capacity", "retry_budget", "other"};
+    "requests", "tokens", "concurrency", "budget", "upstream_capacity", "retry_budget", "other",
+    "shared_state"};
 constexpr std::string_view kReloadLabels[] = {"success", "failure"};
 static_assert(std::size(kFailureLabels) == static_cast<std::size_t>(UpstreamFailure::kCount));
 static_assert(std::size(kFallbackLabels) == static_cast<std::size_t>(FallbackKind::kCount));
@@ -237,6 +239,79 @@ pm::MetricFamily openConnectionsFamily() {
   return f;
 }
 
+// The shared-state store's series (common/shared_state_stats.hpp), present
+// only when cluster.redis_url is set.
+void sharedStateFamilies(std::vector<pm::MetricFamily>& all) {
+  const SharedStateStats& s = sharedStateStats();
+  const std::int32_t workers = s.workers.load(std::memory_order_relaxed);
+  if (workers <= 0) return;
+  auto gauge = [&](std::string name, std::string help, double value) {
+    pm::MetricFamily f;
+    f.name = std::move(name);
+    f.help = std::move(help);
+    f.type = pm::MetricType::Gauge;
+    pm::ClientMetric m;
+    m.gauge.value = value;
+    f.metric.push_back(std::move(m));
+    all.push_back(std::move(f));
+  };
+  const std::int32_t up = s.connections.load(std::memory_order_relaxed);
+  gauge("kimi_relay_redis_up",
+        "1 when every worker's connection to the shared-state Redis is ready, else 0.",
+        up >= workers ? 1 : 0);
+  gauge("kimi_relay_redis_connections", "Workers whose connection to Redis is ready.", up);
+  gauge("kimi_relay_redis_settlements_queued",
+        "Settlements waiting for Redis to come back (replayed in order when it does).",
+        static_cast<double>(s.settlementsQueued.load(std::memory_order_relaxed)));
+
+  auto counter = [&](std::string name, std::string help, std::string label,
+                     auto&& values) {
+    pm::MetricFamily f;
+    f.name = std::move(name);
+    f.help = std::move(help);
+    f.type = pm::MetricType::Counter;
+    for (auto& [value, count] : values) {
+      pm::ClientMetric m;
+      if (!label.empty()) m.label.push_back({label, std::string(value)});
+      m.counter.value = static_cast<double>(count);
+      f.metric.push_back(std::move(m));
+    }
+    all.push_back(std::move(f));
+  };
+  std::vector<std::pair<std::string_view, std::uint64_t>> errors, fallbacks, dropped;
+  for (std::size_t i = 0; i < static_cast<std::size_t>(RedisErrorKind::kCount); ++i)
+    errors.emplace_back(redisErrorName(static_cast<RedisErrorKind>(i)),
+                        s.errors[i].load(std::memory_order_relaxed));
+  for (std::size_t i = 0; i < static_cast<std::size_t>(RedisFallback::kCount); ++i)
+    fallbacks.emplace_back(redisFallbackName(static_cast<RedisFallback>(i)),
+                           s.fallbacks[i].load(std::memory_order_relaxed));
+  dropped.emplace_back("", s.settlementsDropped.load(std::memory_order_relaxed));
+  counter("kimi_relay_redis_errors_total", "Redis calls that failed, by kind.", "kind", errors);
+  counter("kimi_relay_redis_fallbacks_total",
+          "Requests decided without Redis, by cluster.on_redis_failure mode.", "mode", fallbacks);
+  counter("kimi_relay_redis_settlements_dropped_total",
+          "Settlements lost because the queue for an absent Redis was full.", "", dropped);
+
+  pm::MetricFamily h;
+  h.name = "kimi_relay_redis_call_duration_seconds";
+  h.help = "Round trip of an admission call to Redis.";
+  h.type = pm::MetricType::Histogram;
+  pm::ClientMetric m;
+  std::uint64_t cumulative = 0;
+  for (std::size_t i = 0; i <= kRedisLatencyBounds.size(); ++i) {
+    cumulative += s.latency[i].load(std::memory_order_relaxed);
+    pm::ClientMetric::Bucket b;
+    b.cumulative_count = cumulative;
+    b.upper_bound = i < kRedisLatencyBounds.size() ? kRedisLatencyBounds[i]
+                                                   : std::numeric_limits<double>::infinity();
+    m.histogram.bucket.push_back(b);
+  }
+  m.histogram.sample_count = cumulative;
+  m.histogram.sample_sum = static_cast<double>(s.latencySumNs.load(std::memory_order_relaxed)) / 1e9;
+  h.metric.push_back(std::move(m));
+  all.push_back(std::move(h));
+}
+
 }  // namespace
 
 std::string Metrics::expose() const {
@@ -246,6 +321,7 @@ std::string Metrics::expose() const {
   all.push_back(families_->ttftWindow.collect(now));
   all.push_back(limitHitsFamily());
   all.push_back(openConnectionsFamily());
+  sharedStateFamilies(all);
   std::sort(all.begin(), all.end(),
             [](const pm::MetricFamily& a, const pm::MetricFamily& b) { return a.name < b.name; });
   std::ostringstream out;

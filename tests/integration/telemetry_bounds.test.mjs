@@ -175,7 +175,7 @@ describe('label values are bounded by the config', () => {
       reason: [
         'connect_error', 'timeout', 'rate_limited', 'server_error', 'reset', 'other',
         'consecutive_failures', 'active_check', 'credential_refused',
-        'requests', 'tokens', 'concurrency', 'budget', 'upstream_capacity', 'retry_budget',
+        'requests', 'tokens', 'concurrency', 'budget', 'upstream_capacity', 'retry_budget', 'shared_state',
       ],
       limit: [
         'max_header_bytes', 'max_request_bytes', 'max_connection_body_bytes', 'header_timeout',

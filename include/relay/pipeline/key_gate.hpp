@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -39,6 +40,11 @@ struct GateAsk {
   std::string requestId;  // makes a shared settlement idempotent
 };
 
+// Called with the share of a budget cap now spent when a settlement carried
+// the key's spend across 80 % of it (for the event stream). A shared gate
+// learns it from Redis's reply, after settle() has returned.
+using BudgetCrossed = std::function<void(double usedFraction)>;
+
 // An admitted request's hold on its key. Settle once with the real usage;
 // dropped unsettled, it settles with what setUsedSoFar() last said (the
 // whole token reservation until then, and no cost).
@@ -46,9 +52,8 @@ class GateTicket {
  public:
   virtual ~GateTicket() = default;
   virtual void setUsedSoFar(std::uint64_t tokens, const admission::BudgetAsk& cost) = 0;
-  // The share of a budget cap now spent, when this settlement carried the
-  // spend across 80 % of it (for the event stream).
-  virtual std::optional<double> settle(std::uint64_t tokens, const admission::BudgetAsk& cost) = 0;
+  virtual void settle(std::uint64_t tokens, const admission::BudgetAsk& cost,
+                      BudgetCrossed crossed) = 0;
 };
 
 struct GateResult {
@@ -68,6 +73,8 @@ class KeyGate {
   // before admission, such as a body error, still carry them).
   virtual void appendRateHeaders(const Snapshot& snapshot, const admission::Tenant& tenant,
                                  Headers& out) = 0;
+  // At exit, on the worker's loop: closes what the gate holds open.
+  virtual void stop() {}
 };
 
 // The process's own state: the snapshot's limiters and budgets.

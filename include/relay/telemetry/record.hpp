@@ -89,6 +89,7 @@ enum class RefusalReason : std::uint8_t {
   kUpstreamCapacity,  // every candidate upstream at its concurrency or rpm cap
   kRetryBudget,       // retries refused by the retry budget
   kOther,
+  kSharedState,  // 503: the shared state store is unreachable (on_redis_failure: reject)
   kCount
 };
 

@@ -56,7 +56,7 @@ TEST(LocalKeyGate, ConcurrencySlotIsHeldUntilTheTicketSettles) {
   EXPECT_EQ(*second.reason, telemetry::RefusalReason::kConcurrency);
   // A request that holds no slot (an MCP GET stream) still passes.
   EXPECT_TRUE(LocalKeyGate::decide(f.snapshot, f.ask(10, 0, /*slot=*/false)).ticket);
-  first.ticket->settle(5, admission::BudgetAsk{});
+  first.ticket->settle(5, admission::BudgetAsk{}, {});
   EXPECT_TRUE(LocalKeyGate::decide(f.snapshot, f.ask(10, 0)).ticket);
 }
 
@@ -85,7 +85,7 @@ TEST(LocalKeyGate, RateRefusalReleasesTheBudgetHold) {
   ASSERT_TRUE(LocalKeyGate::decide(f.snapshot, f.ask(10, 400'000)).refusal);
   EXPECT_EQ(f.snapshot.budgets->budget(0).held().usd, 600'000);
   // The hold becomes the real cost at settlement.
-  first.ticket->settle(10, admission::BudgetAsk{250'000, 0, 10});
+  first.ticket->settle(10, admission::BudgetAsk{250'000, 0, 10}, {});
   EXPECT_EQ(f.snapshot.budgets->budget(0).held().usd, 0);
   EXPECT_EQ(f.snapshot.budgets->budget(0).snapshot().spent, 250'000);
 }
@@ -94,7 +94,7 @@ TEST(LocalKeyGate, SpentBudgetRefusesEvenARequestWithoutCost) {
   Fixture f("    budget: {usd: 0.001}\n");
   GateResult dear = LocalKeyGate::decide(f.snapshot, f.ask(10, 1'000'000));
   ASSERT_TRUE(dear.ticket);
-  dear.ticket->settle(10, admission::BudgetAsk{1'000'000, 0, 10});
+  dear.ticket->settle(10, admission::BudgetAsk{1'000'000, 0, 10}, {});
   GateAsk mcp = f.ask(0, 0);
   mcp.refuseWhenSpent = true;
   GateResult refused = LocalKeyGate::decide(f.snapshot, mcp);

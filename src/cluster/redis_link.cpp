@@ -1,0 +1,493 @@
+#include "redis_link.hpp"
+
+#include <openssl/evp.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <random>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/connect.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/read.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/ssl/host_name_verification.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+
+namespace relay::cluster {
+
+namespace asio = boost::asio;
+using tcp = asio::ip::tcp;
+using Stream = asio::ssl::stream<tcp::socket>;
+using std::chrono::milliseconds;
+
+namespace {
+
+std::string sha1Hex(std::string_view text) {
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  EVP_Digest(text.data(), text.size(), md, &len, EVP_sha1(), nullptr);
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (unsigned i = 0; i < len; ++i) {
+    out += kHex[md[i] >> 4];
+    out += kHex[md[i] & 15];
+  }
+  return out;
+}
+
+RedisErrorKind statKind(RedisError e) {
+  switch (e) {
+    case RedisError::kTimeout:
+      return RedisErrorKind::kTimeout;
+    case RedisError::kReply:
+      return RedisErrorKind::kReply;
+    case RedisError::kProtocol:
+      return RedisErrorKind::kProtocol;
+    case RedisError::kDown:
+      return RedisErrorKind::kDown;
+    default:
+      return RedisErrorKind::kConnection;
+  }
+}
+
+}  // namespace
+
+struct RedisLink::Waiter {
+  explicit Waiter(const asio::any_io_executor& ex) : timer(ex) {}
+  ~Waiter() {
+    if (pending) pending->waiter = nullptr;
+  }
+  Waiter(const Waiter&) = delete;
+  Waiter& operator=(const Waiter&) = delete;
+  asio::steady_timer timer;
+  Pending* pending = nullptr;
+  std::optional<RedisReply> reply;
+};
+
+RedisLink::RedisLink(asio::io_context& context, config::RedisUrl url, milliseconds timeout,
+                     std::vector<const Script*> scripts)
+    : context_(context),
+      url_(std::move(url)),
+      timeout_(timeout),
+      scripts_(std::move(scripts)),
+      tls_(std::make_shared<asio::ssl::context>(asio::ssl::context::tls_client)),
+      backoff_(context) {
+  for (const Script* s : scripts_)
+    shas_.push_back(sha1Hex(s->source));
+  if (url_.tls) {
+    tls_->set_verify_mode(asio::ssl::verify_peer);
+    tls_->set_default_verify_paths();  // honours SSL_CERT_FILE / SSL_CERT_DIR
+  }
+  sharedStateStats().workers.fetch_add(1, std::memory_order_relaxed);
+}
+
+RedisLink::~RedisLink() {
+  if (state_ == State::kReady) sharedStateStats().connections.fetch_sub(1);
+  sharedStateStats().workers.fetch_sub(1, std::memory_order_relaxed);
+}
+
+const std::string& RedisLink::sha(const Script& script) const {
+  for (std::size_t i = 0; i < scripts_.size(); ++i)
+    if (scripts_[i] == &script) return shas_[i];
+  static const std::string kNone;
+  return kNone;
+}
+
+void RedisLink::start() {
+  asio::co_spawn(
+      context_, [self = shared_from_this()]() -> net::Task<void> { co_await self->run(); },
+      asio::detached);
+}
+
+void RedisLink::stop() {
+  if (state_ == State::kStopped) return;
+  drop(RedisError::kConnection, "the gateway is stopping");
+  setState(State::kStopped);
+  backoff_.cancel();
+}
+
+void RedisLink::setState(State s) {
+  if (s == state_) return;
+  if (state_ == State::kReady) sharedStateStats().connections.fetch_sub(1);
+  if (s == State::kReady) sharedStateStats().connections.fetch_add(1);
+  state_ = s;
+}
+
+net::Task<void> RedisLink::run() {
+  std::mt19937 jitter(std::random_device{}());
+  int attempt = 0;
+  while (state_ != State::kStopped) {
+    setState(State::kConnecting);
+    const bool ok = co_await connect();
+    if (state_ == State::kStopped) break;
+    if (ok) {
+      if (loggedDown_) {
+        spdlog::info("shared state: connected to {} again; limits and budgets are shared again",
+                     url_.display());
+      } else {
+        spdlog::info("shared state: connected to {}", url_.display());
+      }
+      loggedDown_ = false;
+      attempt = 0;
+      failures_ = 0;
+      setState(State::kReady);
+      const std::uint64_t generation = generation_;
+      // Settlements made while Redis was away, in the order they were made.
+      std::deque<std::string> replay;
+      replay.swap(backlog_);
+      sharedStateStats().settlementsQueued.fetch_sub(replay.size(), std::memory_order_relaxed);
+      for (std::string& command : replay) {
+        Pending p;
+        p.keep = true;
+        p.command = command;
+        enqueue(std::move(p), command);
+      }
+      co_await readLoop(generation);
+      if (state_ == State::kStopped) break;
+    }
+    const milliseconds cap = milliseconds(50) * (1 << std::min(attempt, 6));
+    const milliseconds delay = std::min(cap, milliseconds(2000));
+    std::uniform_int_distribution<long> spread(delay.count() / 2, delay.count());
+    ++attempt;
+    backoff_.expires_after(milliseconds(spread(jitter)));
+    boost::system::error_code ec;
+    co_await backoff_.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+  }
+}
+
+net::Task<bool> RedisLink::connect() {
+  const std::uint64_t generation = ++generation_;
+  auto stream = std::make_shared<Stream>(context_, *tls_);
+  stream_ = stream;
+  in_.clear();
+
+  // One deadline over resolve, connect, TLS and the handshake commands.
+  struct Attempt {
+    explicit Attempt(asio::io_context& c) : resolver(c), timer(c) {}
+    tcp::resolver resolver;
+    asio::steady_timer timer;
+    bool expired = false;
+  };
+  auto attempt = std::make_shared<Attempt>(context_);
+  attempt->timer.expires_after(std::max(milliseconds(1000), timeout_ * 10));
+  attempt->timer.async_wait([attempt, stream](boost::system::error_code ec) {
+    if (ec) return;
+    attempt->expired = true;
+    attempt->resolver.cancel();
+    boost::system::error_code ignored;
+    stream->lowest_layer().close(ignored);
+  });
+  struct CancelOnExit {
+    std::shared_ptr<Attempt> a;
+    ~CancelOnExit() { a->timer.cancel(); }
+  } cancelOnExit{attempt};
+
+  auto fail = [&](std::string_view what, const std::string& detail) {
+    sharedStateStats().error(RedisErrorKind::kConnection);
+    const std::string why = attempt->expired ? std::string("timed out") : detail;
+    if (!loggedDown_) {
+      spdlog::warn("shared state: cannot reach {} ({}: {}); retrying with backoff", url_.display(),
+                   what, why);
+      loggedDown_ = true;
+    } else {
+      spdlog::debug("shared state: {} still unreachable ({}: {})", url_.display(), what, why);
+    }
+    boost::system::error_code ignored;
+    stream->lowest_layer().close(ignored);
+    return false;
+  };
+
+  boost::system::error_code ec;
+  auto endpoints = co_await attempt->resolver.async_resolve(
+      url_.host, std::to_string(url_.port), asio::redirect_error(asio::use_awaitable, ec));
+  if (ec || attempt->expired) co_return fail("resolve", ec.message());
+  co_await asio::async_connect(stream->lowest_layer(), endpoints,
+                               asio::redirect_error(asio::use_awaitable, ec));
+  if (ec || attempt->expired) co_return fail("connect", ec.message());
+  stream->lowest_layer().set_option(tcp::no_delay(true), ec);
+  if (url_.tls) {
+    SSL_set_tlsext_host_name(stream->native_handle(), url_.host.c_str());
+    stream->set_verify_callback(asio::ssl::host_name_verification(url_.host));
+    co_await stream->async_handshake(asio::ssl::stream_base::client,
+                                     asio::redirect_error(asio::use_awaitable, ec));
+    if (ec || attempt->expired) co_return fail("TLS handshake", ec.message());
+  }
+
+  // AUTH, SELECT and the scripts, pipelined; every reply must be OK.
+  std::string hello;
+  std::vector<std::string_view> what;
+  if (!url_.password.empty()) {
+    if (url_.user.empty()) {
+      appendCommand(hello, {"AUTH", url_.password});
+    } else {
+      appendCommand(hello, {"AUTH", url_.user, url_.password});
+    }
+    what.push_back("AUTH");
+  }
+  if (url_.db != 0) {
+    appendCommand(hello, {"SELECT", std::to_string(url_.db)});
+    what.push_back("SELECT");
+  }
+  for (const Script* s : scripts_) {
+    appendCommand(hello, {"SCRIPT", "LOAD", s->source});
+    what.push_back("SCRIPT LOAD");
+  }
+  if (url_.tls) {
+    co_await asio::async_write(*stream, asio::buffer(hello),
+                               asio::redirect_error(asio::use_awaitable, ec));
+  } else {
+    co_await asio::async_write(stream->next_layer(), asio::buffer(hello),
+                               asio::redirect_error(asio::use_awaitable, ec));
+  }
+  if (ec || attempt->expired) co_return fail("write", ec.message());
+  std::size_t answered = 0;
+  char buf[4096];
+  while (answered < what.size()) {
+    RespValue v;
+    std::size_t used = 0;
+    std::string error;
+    RespStatus s = parseReply(in_, v, used, error);
+    if (s == RespStatus::kBad) co_return fail("reply", error);
+    if (s == RespStatus::kOk) {
+      in_.erase(0, used);
+      if (v.isError()) {
+        // Redis's own text (e.g. "WRONGPASS invalid username-password pair"): never the password.
+        co_return fail(what[answered], v.text.substr(0, 200));
+      }
+      ++answered;
+      continue;
+    }
+    std::size_t n = 0;
+    if (url_.tls) {
+      n = co_await stream->async_read_some(asio::buffer(buf),
+                                           asio::redirect_error(asio::use_awaitable, ec));
+    } else {
+      n = co_await stream->next_layer().async_read_some(
+          asio::buffer(buf), asio::redirect_error(asio::use_awaitable, ec));
+    }
+    if (ec || attempt->expired) co_return fail("read", ec.message());
+    in_.append(buf, n);
+  }
+  co_return generation == generation_;
+}
+
+net::Task<void> RedisLink::readLoop(std::uint64_t generation) {
+  std::shared_ptr<Stream> stream = stream_;
+  char buf[16 * 1024];
+  while (generation == generation_) {
+    boost::system::error_code ec;
+    std::size_t n = 0;
+    if (url_.tls) {
+      n = co_await stream->async_read_some(asio::buffer(buf),
+                                           asio::redirect_error(asio::use_awaitable, ec));
+    } else {
+      n = co_await stream->next_layer().async_read_some(
+          asio::buffer(buf), asio::redirect_error(asio::use_awaitable, ec));
+    }
+    if (generation != generation_) co_return;
+    if (ec) {
+      drop(RedisError::kConnection, ec == asio::error::eof ? "closed by Redis" : ec.message());
+      co_return;
+    }
+    in_.append(buf, n);
+    std::size_t offset = 0;
+    while (generation == generation_) {
+      RespValue v;
+      std::size_t used = 0;
+      std::string error;
+      RespStatus s = parseReply(std::string_view(in_).substr(offset), v, used, error);
+      if (s == RespStatus::kNeedMore) break;
+      if (s == RespStatus::kBad) {
+        drop(RedisError::kProtocol, error);
+        co_return;
+      }
+      offset += used;
+      RedisReply reply;
+      reply.error = v.isError() ? RedisError::kReply : RedisError::kNone;
+      reply.value = std::move(v);
+      complete(std::move(reply));
+    }
+    if (generation != generation_) co_return;
+    in_.erase(0, offset);
+  }
+}
+
+void RedisLink::complete(RedisReply reply) {
+  if (pending_.empty()) {
+    drop(RedisError::kProtocol, "a reply to no command");
+    return;
+  }
+  Pending p = std::move(pending_.front());
+  pending_.pop_front();
+  if (p.waiter) p.waiter->pending = nullptr;
+  if (reply.error == RedisError::kReply) {
+    sharedStateStats().error(RedisErrorKind::kReply);
+    spdlog::debug("shared state: Redis answered an error: {}", reply.value.text.substr(0, 200));
+    if (reply.value.text.starts_with("NOSCRIPT")) {
+      // Someone flushed the scripts: load them again (FIFO: before what follows).
+      for (const Script* s : scripts_) {
+        std::string load;
+        appendCommand(load, {"SCRIPT", "LOAD", s->source});
+        send(std::move(load), false);
+      }
+    }
+  } else {
+    failures_ = 0;
+  }
+  if (p.waiter) {
+    p.waiter->reply = reply;
+    p.waiter->timer.cancel();
+  } else if (p.onReply) {
+    p.onReply(reply);
+  }
+  if (reply.error == RedisError::kReply) failure(RedisError::kReply);
+}
+
+void RedisLink::failure(RedisError why) {
+  if (++failures_ >= kBreakerFailures) {
+    drop(why, std::to_string(failures_) + " calls in a row failed (" +
+                  std::string(redisErrorName(statKind(why))) + ")");
+  }
+}
+
+void RedisLink::drop(RedisError why, std::string_view detail) {
+  if (state_ == State::kStopped) return;
+  const bool wasReady = state_ == State::kReady;
+  ++generation_;
+  if (stream_) {
+    boost::system::error_code ignored;
+    stream_->lowest_layer().close(ignored);
+  }
+  writing_ = false;
+  out_.clear();
+  in_.clear();
+  failures_ = 0;
+  if (wasReady) {
+    sharedStateStats().error(statKind(why));
+    spdlog::warn("shared state: lost {}: {}; deciding on this replica's own state until it is back",
+                 url_.display(), detail);
+    loggedDown_ = true;
+    setState(State::kConnecting);
+  }
+  // Settlements whose replies never came are sent again (in order, before
+  // those queued since); callers waiting are told at once.
+  std::deque<Pending> pending;
+  pending.swap(pending_);
+  std::deque<std::string> replay;
+  for (Pending& p : pending) {
+    if (p.waiter) {
+      p.waiter->pending = nullptr;
+      p.waiter->reply = RedisReply{{}, RedisError::kConnection};
+      p.waiter->timer.cancel();
+    }
+    if (p.keep) replay.push_back(std::move(p.command));
+  }
+  for (auto it = replay.rbegin(); it != replay.rend(); ++it) {
+    backlog_.push_front(std::move(*it));
+    sharedStateStats().settlementsQueued.fetch_add(1, std::memory_order_relaxed);
+  }
+  while (backlog_.size() > kBacklogLimit) {
+    backlog_.pop_front();
+    sharedStateStats().settlementsQueued.fetch_sub(1, std::memory_order_relaxed);
+    sharedStateStats().settlementsDropped.fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
+void RedisLink::queueBacklog(std::string command) {
+  if (state_ == State::kStopped) return;
+  if (backlog_.size() >= kBacklogLimit) {
+    backlog_.pop_front();
+    sharedStateStats().settlementsDropped.fetch_add(1, std::memory_order_relaxed);
+  } else {
+    sharedStateStats().settlementsQueued.fetch_add(1, std::memory_order_relaxed);
+  }
+  backlog_.push_back(std::move(command));
+}
+
+void RedisLink::enqueue(Pending pending, std::string_view command) {
+  pending_.push_back(std::move(pending));
+  out_ += command;
+  kickWriter();
+}
+
+void RedisLink::kickWriter() {
+  if (writing_ || state_ != State::kReady || out_.empty()) return;
+  writing_ = true;
+  asio::co_spawn(
+      context_,
+      [self = shared_from_this(), generation = generation_]() -> net::Task<void> {
+        co_await self->writeLoop(generation);
+      },
+      asio::detached);
+}
+
+net::Task<void> RedisLink::writeLoop(std::uint64_t generation) {
+  std::shared_ptr<Stream> stream = stream_;
+  std::string buf;
+  while (generation == generation_ && !out_.empty()) {
+    buf.clear();
+    buf.swap(out_);
+    boost::system::error_code ec;
+    if (url_.tls) {
+      co_await asio::async_write(*stream, asio::buffer(buf),
+                                 asio::redirect_error(asio::use_awaitable, ec));
+    } else {
+      co_await asio::async_write(stream->next_layer(), asio::buffer(buf),
+                                 asio::redirect_error(asio::use_awaitable, ec));
+    }
+    if (generation != generation_) co_return;
+    if (ec) {
+      drop(RedisError::kConnection, ec.message());
+      co_return;
+    }
+  }
+  if (generation == generation_) writing_ = false;
+}
+
+net::Task<RedisReply> RedisLink::call(std::string command) {
+  if (state_ != State::kReady) {
+    sharedStateStats().error(RedisErrorKind::kDown);
+    co_return RedisReply{{}, RedisError::kDown};
+  }
+  Waiter waiter(co_await asio::this_coro::executor);
+  waiter.timer.expires_after(timeout_);
+  Pending p;
+  p.waiter = &waiter;
+  enqueue(std::move(p), command);
+  waiter.pending = &pending_.back();
+  const auto t0 = std::chrono::steady_clock::now();
+  boost::system::error_code ec;
+  co_await waiter.timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+  if (waiter.reply) {
+    if (waiter.reply->error == RedisError::kNone)
+      sharedStateStats().observe(std::chrono::steady_clock::now() - t0);
+    co_return std::move(*waiter.reply);
+  }
+  if (waiter.pending) {
+    waiter.pending->waiter = nullptr;  // its late reply is dropped
+    waiter.pending = nullptr;
+  }
+  if (ec == asio::error::operation_aborted) {
+    co_return RedisReply{{}, RedisError::kConnection};  // our caller was cancelled
+  }
+  sharedStateStats().error(RedisErrorKind::kTimeout);
+  failure(RedisError::kTimeout);
+  co_return RedisReply{{}, RedisError::kTimeout};
+}
+
+void RedisLink::send(std::string command, bool keep, OnReply onReply) {
+  if (state_ != State::kReady) {
+    if (keep) queueBacklog(std::move(command));
+    return;
+  }
+  Pending p;
+  p.keep = keep;
+  if (keep) p.command = command;
+  p.onReply = std::move(onReply);
+  enqueue(std::move(p), command);
+}
+
+}  // namespace relay::cluster
