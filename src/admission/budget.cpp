@@ -274,6 +274,13 @@ void Budget::raiseSpentTo(const BudgetUsage& shared, WallTime now) {
   raise(outputTokens_, committedOutput_, shared.outputTokens);
 }
 
+BudgetUsage Budget::settledSoFar() const {
+  return BudgetUsage{fromSeconds(periodStart_.load(std::memory_order_acquire)),
+                     spent_.load(std::memory_order_relaxed),
+                     inputTokens_.load(std::memory_order_relaxed),
+                     outputTokens_.load(std::memory_order_relaxed)};
+}
+
 BudgetUsage Budget::usage(WallTime now) {
   rollOverIfDue(now);
   return snapshot();

@@ -54,8 +54,13 @@ Gateway::Gateway(std::string configPath, pipeline::Services services, config::Co
   for (unsigned i = 0; i < runtime_.workers(); ++i) {
     workers_.push_back(std::make_unique<pipeline::Worker>(snapshot_));
     // Shared limits and budgets: one Redis connection per worker loop.
-    if (snapshot_->config.cluster.redis)
-      workers_.back()->setGate(cluster::makeRedisGate(runtime_.context(i), snapshot_->config.cluster));
+    // Worker 0 also keeps the process's budgets in step with the shared spend.
+    if (snapshot_->config.cluster.redis) {
+      std::function<std::shared_ptr<const pipeline::Snapshot>()> current;
+      if (i == 0) current = [this] { return this->current(); };
+      workers_.back()->setGate(
+          cluster::makeRedisGate(runtime_.context(i), snapshot_->config.cluster, current));
+    }
   }
   control_ = std::make_unique<Control>(runtime_.context(0));
   admin_.metrics = services_.metrics;

@@ -2,6 +2,9 @@
 
 #include <spdlog/spdlog.h>
 
+#include <cstdlib>
+#include <atomic>
+#include <mutex>
 #include <random>
 #include <unordered_map>
 #include <unordered_set>
@@ -9,6 +12,7 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/redirect_error.hpp>
+#include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
 #include "redis_link.hpp"
@@ -30,6 +34,54 @@ namespace {
 
 class RedisTicket;
 
+// Spend admitted by local fallbacks whose charge has not reached Redis yet,
+// per key, across every worker of the process. A replica's spend floor
+// leaves it out, so a floor and the replayed charge never count it twice.
+class OutageSpend {
+ public:
+  void add(const std::string& key, const BudgetAsk& cost) {
+    std::lock_guard lock(mutex_);
+    BudgetAsk& p = pending_[key];
+    p.usd += cost.usd;
+    p.inputTokens += cost.inputTokens;
+    p.outputTokens += cost.outputTokens;
+    entries_.store(pending_.size(), std::memory_order_release);
+  }
+  void sub(const std::string& key, const BudgetAsk& cost) {
+    std::lock_guard lock(mutex_);
+    auto it = pending_.find(key);
+    if (it == pending_.end()) return;
+    it->second.usd -= cost.usd;
+    it->second.inputTokens -= cost.inputTokens;
+    it->second.outputTokens -= cost.outputTokens;
+    if (it->second.usd <= 0 && it->second.inputTokens == 0 && it->second.outputTokens == 0)
+      pending_.erase(it);
+    entries_.store(pending_.size(), std::memory_order_release);
+  }
+  bool empty() const { return entries_.load(std::memory_order_acquire) == 0; }
+  // What `seen` includes that Redis has not been sent yet, taken out.
+  admission::BudgetUsage floorOf(const std::string& key, admission::BudgetUsage seen) {
+    if (entries_.load(std::memory_order_acquire) == 0) return seen;  // no outage: no lock
+    std::lock_guard lock(mutex_);
+    auto it = pending_.find(key);
+    if (it == pending_.end()) return seen;
+    seen.spent = std::max<admission::NanoUsd>(0, seen.spent - it->second.usd);
+    seen.inputTokens -= std::min(seen.inputTokens, it->second.inputTokens);
+    seen.outputTokens -= std::min(seen.outputTokens, it->second.outputTokens);
+    return seen;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::unordered_map<std::string, BudgetAsk> pending_;
+  std::atomic<std::size_t> entries_{0};
+};
+
+OutageSpend& outageSpend() {
+  static OutageSpend spend;
+  return spend;
+}
+
 // What a worker's gate and its tickets share (a ticket may outlive the gate
 // at exit).
 struct GateCore {
@@ -48,6 +100,7 @@ struct GateCore {
 
 // A key's static script arguments, from its config.
 struct KeyArgs {
+  std::string name;
   std::string prefix;  // kr:{name}:
   LimitOptions limits;
   BudgetOptions budget;
@@ -61,6 +114,7 @@ struct KeyArgs {
 
 KeyArgs argsFor(const pipeline::Snapshot& snap, const admission::Tenant& t) {
   KeyArgs k;
+  k.name = t.name;
   k.prefix = "kr:{" + t.name + "}:";
   k.limits = pipeline::limitOptionsFor(*t.config);
   k.budget = snap.budgets->budget(t.index).options();
@@ -138,7 +192,7 @@ class RedisTicket final : public GateTicket {
     std::vector<std::string> cmd{"EVALSHA", core_->link->sha(kRenewScript)};
     appendKeys(cmd, key_);
     cmd.push_back(id_);
-    cmd.push_back(std::to_string(kLeaseTime.count()));
+    cmd.push_back(std::to_string(leaseTime().count()));
     std::string out;
     appendCommand(out, cmd);
     return out;
@@ -179,7 +233,12 @@ class FallbackTicket final : public GateTicket {
       cmd.push_back(std::move(v));
     std::string out;
     appendCommand(out, cmd);
-    core_->link->send(std::move(out), /*keep=*/true);
+    BudgetAsk charged{std::max<std::int64_t>(cost.usd, 0), cost.inputTokens, cost.outputTokens};
+    outageSpend().add(key_.name, charged);
+    core_->link->send(std::move(out), /*keep=*/true,
+                      [name = key_.name, charged](const RedisReply&) {
+                        outageSpend().sub(name, charged);
+                      });
   }
 
  private:
@@ -220,7 +279,8 @@ pipeline::ApiError budgetRefusal(admission::BudgetRefusal refused) {
 
 class RedisKeyGate final : public pipeline::KeyGate {
  public:
-  RedisKeyGate(asio::io_context& context, const config::Cluster& cluster)
+  RedisKeyGate(asio::io_context& context, const config::Cluster& cluster,
+               std::function<std::shared_ptr<const pipeline::Snapshot>()> current)
       : core_(std::make_shared<GateCore>(context, cluster)) {
     std::random_device rd;
     std::uniform_int_distribution<std::uint64_t> dist;
@@ -231,10 +291,29 @@ class RedisKeyGate final : public pipeline::KeyGate {
     core_->idPrefix += '.';
     core_->link = std::make_shared<RedisLink>(
         context, *cluster.redis, std::chrono::milliseconds(cluster.redisTimeoutMs),
-        std::vector<const Script*>{&kAdmitScript, &kSettleScript, &kChargeScript, &kRenewScript});
-    core_->link->start();
+        std::vector<const Script*>{&kAdmitScript, &kSettleScript, &kChargeScript, &kRenewScript,
+                                   &kFloorScript});
+    std::function<void()> onReady;
+    if (current) {
+      onReady = [&context, core = std::weak_ptr<GateCore>(core_), current] {
+        if (auto c = core.lock()) {
+          asio::co_spawn(
+              context, [c, current]() -> net::Task<void> { co_await floorsWhenReplayed(c, current); },
+              asio::detached);
+        }
+      };
+    }
+    core_->link->start(std::move(onReady));
     asio::co_spawn(
         context, [core = core_]() -> net::Task<void> { co_await renewLoop(core); }, asio::detached);
+    if (current) {
+      asio::co_spawn(
+          context,
+          [core = core_, current = std::move(current)]() -> net::Task<void> {
+            co_await budgetSyncLoop(core, current);
+          },
+          asio::detached);
+    }
   }
 
   void stop() override {
@@ -254,7 +333,7 @@ class RedisKeyGate final : public pipeline::KeyGate {
     appendKeys(cmd, key);
     const int mode = ask.refuseWhenSpent ? 2 : key.hasBudget ? 1 : 0;
     for (std::string v :
-         {id, std::to_string(kLeaseTime.count()), std::to_string(key.limits.rpm),
+         {id, std::to_string(leaseTime().count()), std::to_string(key.limits.rpm),
           std::to_string(key.rpmCap()), std::to_string(key.limits.tpm), std::to_string(key.tpmCap()),
           std::to_string(ask.tokens), std::to_string(key.limits.concurrency),
           std::string(ask.holdSlot ? "1" : "0"), std::to_string(mode), std::to_string(key.period),
@@ -262,6 +341,20 @@ class RedisKeyGate final : public pipeline::KeyGate {
           std::to_string(std::max<std::int64_t>(ask.budget.usd, 0)),
           std::to_string(ask.budget.inputTokens), std::to_string(ask.budget.outputTokens)})
       cmd.push_back(std::move(v));
+    // This replica's last known spend: Redis never goes below it.
+    if (key.hasBudget) {
+      const admission::BudgetUsage seen =
+          outageSpend().floorOf(tenant.name, snap.budgets->budget(tenant.index).settledSoFar());
+      cmd.push_back(std::to_string(std::chrono::duration_cast<std::chrono::seconds>(
+                                       seen.periodStart.time_since_epoch())
+                                       .count()));
+      cmd.push_back(std::to_string(seen.spent));
+      cmd.push_back(std::to_string(seen.inputTokens));
+      cmd.push_back(std::to_string(seen.outputTokens));
+    } else {
+      for (const char* v : {"-1", "0", "0", "0"})
+        cmd.push_back(v);
+    }
     std::string encoded;
     appendCommand(encoded, cmd);
     RedisReply reply = co_await core_->link->call(std::move(encoded));
@@ -292,13 +385,84 @@ class RedisKeyGate final : public pipeline::KeyGate {
  private:
   static net::Task<void> renewLoop(std::shared_ptr<GateCore> core) {
     while (!core->stopped) {
-      core->renewTimer.expires_after(kLeaseTime / 3);
+      core->renewTimer.expires_after(leaseTime() / 3);
       boost::system::error_code ec;
       co_await core->renewTimer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
       if (core->stopped) co_return;
       if (!core->link->ready()) continue;
       for (RedisTicket* t : core->live)
         core->link->send(t->renewCommand(), false);
+    }
+  }
+
+  // Once every worker's replayed outage charges have been applied (a floor
+  // sent before them would be lowered by nothing and then counted twice, or
+  // swallow them), pushes the floors.
+  static net::Task<void> floorsWhenReplayed(
+      std::shared_ptr<GateCore> core,
+      std::function<std::shared_ptr<const pipeline::Snapshot>()> current) {
+    asio::steady_timer timer(co_await asio::this_coro::executor);
+    for (int i = 0; i < 200 && !outageSpend().empty() && !core->stopped; ++i) {
+      timer.expires_after(std::chrono::milliseconds(50));
+      boost::system::error_code ec;
+      co_await timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+    }
+    if (!core->stopped && core->link->ready()) pushFloors(*core, current());
+  }
+
+  // This process's view of every budgeted key's spend, as a floor for Redis's.
+  static void pushFloors(GateCore& core, const std::shared_ptr<const pipeline::Snapshot>& snap) {
+    if (!snap) return;
+    for (const admission::Tenant& t : snap->keys.tenants()) {
+      admission::Budget& budget = snap->budgets->budget(t.index);
+      const BudgetOptions& o = budget.options();
+      if (!o.usd && !o.maxInputTokens && !o.maxOutputTokens) continue;
+      const admission::BudgetUsage seen = outageSpend().floorOf(t.name, budget.settledSoFar());
+      if (seen.spent == 0 && seen.inputTokens == 0 && seen.outputTokens == 0) continue;
+      const auto seconds =
+          std::chrono::duration_cast<std::chrono::seconds>(seen.periodStart.time_since_epoch()).count();
+      std::string cmd;
+      appendCommand(cmd, {"EVALSHA", core.link->sha(kFloorScript), "1",
+                          "kr:{" + t.name + "}:b:" + std::to_string(seconds),
+                          std::to_string(seen.spent), std::to_string(seen.inputTokens),
+                          std::to_string(seen.outputTokens)});
+      core.link->send(std::move(cmd), false);
+    }
+  }
+
+  // Every budgeted key's spend this period, as Redis has it, into the
+  // process's budgets (never lowering them).
+  static net::Task<void> budgetSyncLoop(
+      std::shared_ptr<GateCore> core,
+      std::function<std::shared_ptr<const pipeline::Snapshot>()> current) {
+    asio::steady_timer timer(co_await asio::this_coro::executor);
+    while (!core->stopped) {
+      timer.expires_after(kBudgetSyncInterval);
+      boost::system::error_code ec;
+      co_await timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+      if (core->stopped) co_return;
+      if (!core->link->ready()) continue;
+      std::shared_ptr<const pipeline::Snapshot> snap = current();
+      if (!snap) continue;
+      for (const admission::Tenant& t : snap->keys.tenants()) {
+        admission::Budget& budget = snap->budgets->budget(t.index);
+        const BudgetOptions& o = budget.options();
+        if (!o.usd && !o.maxInputTokens && !o.maxOutputTokens) continue;
+        const admission::WallTime start = budget.settledSoFar().periodStart;
+        const auto seconds =
+            std::chrono::duration_cast<std::chrono::seconds>(start.time_since_epoch()).count();
+        std::string cmd;
+        appendCommand(cmd, {"HMGET", "kr:{" + t.name + "}:b:" + std::to_string(seconds), "su", "si",
+                            "so"});
+        core->link->send(std::move(cmd), false, [snap, index = t.index, start](const RedisReply& r) {
+          if (!r.ok() || r.value.items.size() != 3) return;
+          admission::BudgetUsage shared{start, r.value.items[0].asInteger(0),
+                                        static_cast<std::uint64_t>(r.value.items[1].asInteger(0)),
+                                        static_cast<std::uint64_t>(r.value.items[2].asInteger(0))};
+          snap->budgets->budget(index).raiseSpentTo(
+              shared, admission::SystemClock::instance().wallNow());
+        });
+      }
     }
   }
 
@@ -401,9 +565,20 @@ class RedisKeyGate final : public pipeline::KeyGate {
 
 }  // namespace
 
-std::unique_ptr<pipeline::KeyGate> makeRedisGate(asio::io_context& context,
-                                                 const config::Cluster& cluster) {
-  return std::make_unique<RedisKeyGate>(context, cluster);
+std::chrono::milliseconds leaseTime() {
+  static const std::chrono::milliseconds lease = [] {
+    const char* text = std::getenv("KIMI_RELAY_LEASE_MS");
+    long ms = text ? std::strtol(text, nullptr, 10) : 0;
+    if (ms < 500 || ms > 600'000) ms = 30'000;
+    return std::chrono::milliseconds(ms);
+  }();
+  return lease;
+}
+
+std::unique_ptr<pipeline::KeyGate> makeRedisGate(
+    asio::io_context& context, const config::Cluster& cluster,
+    std::function<std::shared_ptr<const pipeline::Snapshot>()> current) {
+  return std::make_unique<RedisKeyGate>(context, cluster, std::move(current));
 }
 
 }  // namespace relay::cluster

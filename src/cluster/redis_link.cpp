@@ -96,7 +96,8 @@ const std::string& RedisLink::sha(const Script& script) const {
   return kNone;
 }
 
-void RedisLink::start() {
+void RedisLink::start(std::function<void()> onReady) {
+  onReady_ = std::move(onReady);
   asio::co_spawn(
       context_, [self = shared_from_this()]() -> net::Task<void> { co_await self->run(); },
       asio::detached);
@@ -136,15 +137,14 @@ net::Task<void> RedisLink::run() {
       setState(State::kReady);
       const std::uint64_t generation = generation_;
       // Settlements made while Redis was away, in the order they were made.
-      std::deque<std::string> replay;
+      std::deque<Pending> replay;
       replay.swap(backlog_);
       sharedStateStats().settlementsQueued.fetch_sub(replay.size(), std::memory_order_relaxed);
-      for (std::string& command : replay) {
-        Pending p;
-        p.keep = true;
-        p.command = command;
+      for (Pending& p : replay) {
+        std::string command = p.command;
         enqueue(std::move(p), command);
       }
+      if (onReady_) onReady_();
       co_await readLoop(generation);
       if (state_ == State::kStopped) break;
     }
@@ -376,35 +376,42 @@ void RedisLink::drop(RedisError why, std::string_view detail) {
   // those queued since); callers waiting are told at once.
   std::deque<Pending> pending;
   pending.swap(pending_);
-  std::deque<std::string> replay;
+  std::deque<Pending> replay;
   for (Pending& p : pending) {
     if (p.waiter) {
       p.waiter->pending = nullptr;
       p.waiter->reply = RedisReply{{}, RedisError::kConnection};
       p.waiter->timer.cancel();
     }
-    if (p.keep) replay.push_back(std::move(p.command));
+    if (p.keep) {
+      p.waiter = nullptr;
+      replay.push_back(std::move(p));
+    }
   }
   for (auto it = replay.rbegin(); it != replay.rend(); ++it) {
     backlog_.push_front(std::move(*it));
     sharedStateStats().settlementsQueued.fetch_add(1, std::memory_order_relaxed);
   }
   while (backlog_.size() > kBacklogLimit) {
+    Pending lost = std::move(backlog_.front());
     backlog_.pop_front();
     sharedStateStats().settlementsQueued.fetch_sub(1, std::memory_order_relaxed);
     sharedStateStats().settlementsDropped.fetch_add(1, std::memory_order_relaxed);
+    if (lost.onReply) lost.onReply(RedisReply{{}, RedisError::kDown});
   }
 }
 
-void RedisLink::queueBacklog(std::string command) {
+void RedisLink::queueBacklog(Pending pending) {
   if (state_ == State::kStopped) return;
   if (backlog_.size() >= kBacklogLimit) {
+    Pending lost = std::move(backlog_.front());
     backlog_.pop_front();
     sharedStateStats().settlementsDropped.fetch_add(1, std::memory_order_relaxed);
+    if (lost.onReply) lost.onReply(RedisReply{{}, RedisError::kDown});
   } else {
     sharedStateStats().settlementsQueued.fetch_add(1, std::memory_order_relaxed);
   }
-  backlog_.push_back(std::move(command));
+  backlog_.push_back(std::move(pending));
 }
 
 void RedisLink::enqueue(Pending pending, std::string_view command) {
@@ -479,14 +486,17 @@ net::Task<RedisReply> RedisLink::call(std::string command) {
 }
 
 void RedisLink::send(std::string command, bool keep, OnReply onReply) {
-  if (state_ != State::kReady) {
-    if (keep) queueBacklog(std::move(command));
-    return;
-  }
   Pending p;
   p.keep = keep;
-  if (keep) p.command = command;
   p.onReply = std::move(onReply);
+  if (state_ != State::kReady) {
+    if (keep) {
+      p.command = std::move(command);
+      queueBacklog(std::move(p));
+    }
+    return;
+  }
+  if (keep) p.command = command;
   enqueue(std::move(p), command);
 }
 

@@ -62,7 +62,9 @@ class RedisLink : public std::enable_shared_from_this<RedisLink> {
   ~RedisLink();
 
   // Starts connecting (and reconnecting) on the context; call once.
-  void start();
+  // `onReady` runs each time a connection becomes ready, after the backlog
+  // was queued (what it sends goes after the replayed settlements).
+  void start(std::function<void()> onReady = {});
   // Closes the connection for good; pending calls fail.
   void stop();
 
@@ -76,6 +78,8 @@ class RedisLink : public std::enable_shared_from_this<RedisLink> {
   net::Task<RedisReply> call(std::string command);
   // Sends one command without waiting. `keep`: if it cannot be sent now, or
   // its connection drops before the reply, it is sent again later (bounded).
+  // `onReply` runs once with the final outcome: the reply, or kDown when the
+  // command was dropped from a full backlog (or not kept).
   void send(std::string command, bool keep, OnReply onReply = {});
 
  private:
@@ -97,7 +101,7 @@ class RedisLink : public std::enable_shared_from_this<RedisLink> {
   void complete(RedisReply reply);
   void failure(RedisError why);  // counts toward the breaker
   void drop(RedisError why, std::string_view detail);
-  void queueBacklog(std::string command);
+  void queueBacklog(Pending pending);
   void setState(State s);
 
   boost::asio::io_context& context_;
@@ -111,12 +115,13 @@ class RedisLink : public std::enable_shared_from_this<RedisLink> {
   State state_ = State::kIdle;
   std::uint64_t generation_ = 0;  // of the current connection
   std::deque<Pending> pending_;   // sent (or queued to send), awaiting replies
-  std::deque<std::string> backlog_;  // settlements waiting for a connection
+  std::deque<Pending> backlog_;  // settlements waiting for a connection (no waiter)
   std::string out_;                  // encoded, not yet written
   std::string in_;                   // read, not yet parsed
   bool writing_ = false;
   int failures_ = 0;  // in a row
   bool loggedDown_ = false;
+  std::function<void()> onReady_;
 };
 
 }  // namespace relay::cluster

@@ -60,7 +60,8 @@ end
 //       7 tokens, 8 concurrency, 9 hold a slot (0/1), 10 budget mode (0 none,
 //       1 reserve, 2 refuse once spent), 11 period (0 day, 1 month, 2 total),
 //       12-14 caps usd (nano) / input / output (-1 none), 15-17 ask usd /
-//       input / output
+//       input / output, 18 the period start this replica knows, 19-21 its
+//       last known spend usd / input / output in it (a floor)
 // Reply: {status, wait us, requests left, requests full in us, tokens left,
 //         tokens full in us, period start, budget left, spent usd, spent
 //         input, spent output}
@@ -96,6 +97,21 @@ redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', nowms)
 
 local ps = pstart(period)
 local bk = KEYS[5] .. ps
+-- The spend this replica last saw for this period is a floor: a Redis that
+-- restarted empty (or lost a write) does not hand a spent budget back.
+if tonumber(ARGV[18]) == ps then
+  local cur = redis.call('HMGET', bk, 'su', 'si', 'so')
+  local sf, cf = {'su', 'si', 'so'}, {'cu', 'ci', 'co'}
+  for i = 1, 3 do
+    local floor = tonumber(ARGV[18 + i])
+    local have = tonumber(cur[i] or 0)
+    if floor > have then
+      local d = string.format('%.17g', floor - have)
+      redis.call('HINCRBY', bk, sf[i], d)
+      redis.call('HINCRBY', bk, cf[i], d)
+    end
+  end
+end
 local b = redis.call('HMGET', bk, 'cu', 'ci', 'co', 'su', 'si', 'so')
 local committed = {tonumber(b[1] or 0), tonumber(b[2] or 0), tonumber(b[3] or 0)}
 local spent = {tonumber(b[4] or 0), tonumber(b[5] or 0), tonumber(b[6] or 0)}
@@ -241,6 +257,25 @@ local crossed = spend(KEYS[5], tonumber(ARGV[2]), {ARGV[3], ARGV[4], ARGV[5]},
 return {1, crossed}
 )LUA";
 
+// KEYS: 1 one period's budget hash. ARGV: 1-3 spend usd (nano) / input /
+// output that this replica knows of; Redis's figures are raised to them.
+constexpr std::string_view kFloor = R"LUA(
+local cur = redis.call('HMGET', KEYS[1], 'su', 'si', 'so')
+local sf, cf = {'su', 'si', 'so'}, {'cu', 'ci', 'co'}
+local raised = 0
+for i = 1, 3 do
+  local floor = tonumber(ARGV[i])
+  local have = tonumber(cur[i] or 0)
+  if floor > have then
+    local d = string.format('%.17g', floor - have)
+    redis.call('HINCRBY', KEYS[1], sf[i], d)
+    redis.call('HINCRBY', KEYS[1], cf[i], d)
+    raised = 1
+  end
+end
+return raised
+)LUA";
+
 // KEYS: 2 slots, 4 lease expiries (others unused). ARGV: 1 id, 2 lease ms.
 constexpr std::string_view kRenew = R"LUA(
 local t = redis.call('TIME')
@@ -268,5 +303,6 @@ const Script kAdmitScript{"admit", kAdmitText};
 const Script kSettleScript{"settle", kSettleText};
 const Script kChargeScript{"charge", kChargeText};
 const Script kRenewScript{"renew", kRenew};
+const Script kFloorScript{"floor", kFloor};
 
 }  // namespace relay::cluster

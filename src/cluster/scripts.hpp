@@ -14,6 +14,10 @@
 // charge — spend of a request admitted by a replica's local fallback while
 //          Redis was unreachable, replayed when it returns (once per id).
 // renew  — pushes a running request's lease expiry forward.
+// floor  — raises a key's spend in Redis to what a replica knows (sent for
+//          every budgeted key when a connection comes up, after the replayed
+//          settlements: a Redis that restarted empty does not hand spent
+//          budgets back).
 #pragma once
 
 #include <string_view>
@@ -29,6 +33,7 @@ extern const Script kAdmitScript;
 extern const Script kSettleScript;
 extern const Script kChargeScript;
 extern const Script kRenewScript;
+extern const Script kFloorScript;
 
 // Admit reply, element 1: 0 admitted, else why not.
 enum class AdmitStatus : int {

@@ -141,6 +141,9 @@ class Budget {
   BudgetAsk held() const;
   // The usage as stored, consistent with respect to roll-over (for the store).
   BudgetUsage snapshot() const;
+  // The settled usage without taking the roll-over lock (may straddle a
+  // roll-over for an instant; for the shared store's floor).
+  BudgetUsage settledSoFar() const;
   // Raises this period's settled usage to at least `shared` (the spend every
   // replica saw in Redis), so that a replica falling back to its own state
   // still knows what the key spent. Ignored for another period.

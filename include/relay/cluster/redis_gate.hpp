@@ -12,6 +12,8 @@
 // once Redis is back; `reject` answers 503.
 #pragma once
 
+#include <chrono>
+#include <functional>
 #include <memory>
 
 #include "relay/config/config.hpp"
@@ -24,13 +26,21 @@ class io_context;
 namespace relay::cluster {
 
 // Connects on `context` (the worker's loop) in the background; until the
-// connection is ready, requests are decided per on_redis_failure.
-std::unique_ptr<pipeline::KeyGate> makeRedisGate(boost::asio::io_context& context,
-                                                 const config::Cluster& cluster);
+// connection is ready, requests are decided per on_redis_failure. When
+// `current` is given (one worker per process), the gate also reads every
+// budgeted key's shared spend every kBudgetSyncInterval into the process's
+// budgets, so that a fallback to local state starts from what the whole
+// swarm spent and /admin/keys shows it.
+std::unique_ptr<pipeline::KeyGate> makeRedisGate(
+    boost::asio::io_context& context, const config::Cluster& cluster,
+    std::function<std::shared_ptr<const pipeline::Snapshot>()> current = {});
+
+inline constexpr std::chrono::seconds kBudgetSyncInterval{2};
 
 // A running request's lease in Redis lives this long unless renewed; it is
 // renewed every third of it while the request runs, so the slots and budget
-// holds of a replica that died come free within this time.
-inline constexpr std::chrono::milliseconds kLeaseTime{30'000};
+// holds of a replica that died come free within this time. 30 s, or
+// $KIMI_RELAY_LEASE_MS (500 to 600000; the tests shorten it).
+std::chrono::milliseconds leaseTime();
 
 }  // namespace relay::cluster
