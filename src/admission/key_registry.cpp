@@ -139,7 +139,9 @@ KeyChangeResult KeyRegistry::create(const std::string& name, const std::string& 
     return r;
   }
   std::lock_guard lock(mutex_);
-  if (fileKey(fileConfig, name) || entries_.count(name)) {
+  auto existing = entries_.find(name);
+  if (fileKey(fileConfig, name) ||
+      (existing != entries_.end() && !(existing->second.revoked && !existing->second.fromFile))) {
     r.error = KeyChangeError{409, "a key named '" + name + "' exists already", "key_exists"};
     return r;
   }
@@ -149,7 +151,10 @@ KeyChangeResult KeyRegistry::create(const std::string& name, const std::string& 
   Entries next = entries_;
   Entry e;
   e.settings = body.dump();
-  e.createdUnix = e.updatedUnix = nowUnix();
+  e.createdUnix = nowUnix();
+  // After a tombstone of the same name, strictly later (replicas order by it).
+  e.updatedUnix = existing != entries_.end() ? std::max(e.createdUnix, existing->second.updatedUnix + 1)
+                                             : e.createdUnix;
   next[name] = std::move(e);
   try {
     merge(next, fileConfig);  // validates names, models, limits, budget
@@ -188,7 +193,7 @@ KeyChangeResult KeyRegistry::update(const std::string& name, const std::string& 
   std::lock_guard lock(mutex_);
   const config::Key* file = fileKey(fileConfig, name);
   auto it = entries_.find(name);
-  if (!file && (it == entries_.end() || it->second.fromFile)) {
+  if (!file && (it == entries_.end() || it->second.fromFile || it->second.revoked)) {
     r.error = KeyChangeError{404, "no key is named '" + name + "'", "key_not_found"};
     return r;
   }
@@ -220,7 +225,7 @@ KeyChangeResult KeyRegistry::update(const std::string& name, const std::string& 
     applyPatch(settings, patch);
   }
   e.settings = settings.dump();
-  e.updatedUnix = nowUnix();
+  e.updatedUnix = std::max(nowUnix(), e.updatedUnix + 1);
   try {
     merge(next, fileConfig);
   } catch (const std::exception& ex) {
@@ -237,12 +242,19 @@ KeyChangeResult KeyRegistry::revoke(const std::string& name, const config::Confi
   std::lock_guard lock(mutex_);
   const config::Key* file = fileKey(fileConfig, name);
   auto it = entries_.find(name);
-  if (!file && (it == entries_.end() || it->second.fromFile)) {
+  if (!file && (it == entries_.end() || it->second.fromFile || it->second.revoked)) {
     r.error = KeyChangeError{404, "no key is named '" + name + "'", "key_not_found"};
     return r;
   }
   if (!file) {
-    entries_.erase(it);  // an API key is gone for good
+    // An API key is gone for good. The entry stays as a tombstone (no
+    // settings, no digests) so that the revocation wins over an older copy
+    // on another replica; the name may be created again.
+    Entry& gone = it->second;
+    gone.revoked = true;
+    gone.settings = "{}";
+    gone.previous.clear();
+    gone.updatedUnix = std::max(nowUnix(), gone.updatedUnix + 1);
     return r;
   }
   Entry& e = entries_[name];
@@ -253,7 +265,7 @@ KeyChangeResult KeyRegistry::revoke(const std::string& name, const config::Confi
   }
   e.revoked = true;
   e.previous.clear();
-  e.updatedUnix = nowUnix();
+  e.updatedUnix = std::max(nowUnix(), e.updatedUnix + 1);
   return r;
 }
 
@@ -264,7 +276,7 @@ KeyChangeResult KeyRegistry::rotate(const std::string& name, std::int64_t graceS
   std::lock_guard lock(mutex_);
   const config::Key* file = fileKey(fileConfig, name);
   auto it = entries_.find(name);
-  if (!file && (it == entries_.end() || it->second.fromFile)) {
+  if (!file && (it == entries_.end() || it->second.fromFile || it->second.revoked)) {
     r.error = KeyChangeError{404, "no key is named '" + name + "'", "key_not_found"};
     return r;
   }
@@ -288,7 +300,7 @@ KeyChangeResult KeyRegistry::rotate(const std::string& name, std::int64_t graceS
   e.previous = unexpired(e.previous);
   if (graceSeconds > 0 && !oldDigest.empty())
     e.previous.push_back(config::PreviousDigest{oldDigest, nowUnix() + graceSeconds});
-  e.updatedUnix = nowUnix();
+  e.updatedUnix = std::max(nowUnix(), e.updatedUnix + 1);
   try {
     merge(next, fileConfig);
   } catch (const std::exception& ex) {
@@ -317,21 +329,96 @@ std::vector<std::string> KeyRegistry::revokedFileKeys() const {
   return out;
 }
 
+json KeyRegistry::entryToJson(const Entry& e) {
+  json previous = json::array();
+  for (const auto& p : e.previous)
+    previous.push_back({{"sha256", p.sha256}, {"until", p.untilUnix}});
+  return {{"from_file", e.fromFile}, {"settings", json::parse(e.settings)},
+          {"previous", previous},    {"revoked", e.revoked},
+          {"created", e.createdUnix}, {"updated", e.updatedUnix}};
+}
+
+// Empty on success, else what is wrong with `v`.
+std::string KeyRegistry::entryFromJson(const std::string& name, const json& v, Entry& e) {
+  if (!v.is_object() || !v.contains("settings") || !v["settings"].is_object())
+    return "key '" + name + "' has no settings object";
+  e.fromFile = v.value("from_file", false);
+  e.settings = v["settings"].dump();
+  e.revoked = v.value("revoked", false);
+  e.createdUnix = v.value("created", std::int64_t{0});
+  e.updatedUnix = v.value("updated", std::int64_t{0});
+  if (v.contains("previous") && v["previous"].is_array()) {
+    for (const auto& p : v["previous"]) {
+      if (!p.is_object() || !p.contains("sha256") || !p["sha256"].is_string())
+        return "key '" + name + "' has a malformed previous digest";
+      e.previous.push_back({p["sha256"].get<std::string>(), p.value("until", std::int64_t{0})});
+    }
+  }
+  return {};
+}
+
 std::optional<std::string> KeyRegistry::flush() const {
   if (path_.empty()) return std::nullopt;
   json doc = {{"version", 1}, {"keys", json::object()}};
   {
     std::lock_guard lock(mutex_);
-    for (const auto& [name, e] : entries_) {
-      json previous = json::array();
-      for (const auto& p : e.previous)
-        previous.push_back({{"sha256", p.sha256}, {"until", p.untilUnix}});
-      doc["keys"][name] = {{"from_file", e.fromFile},     {"settings", json::parse(e.settings)},
-                           {"previous", previous},        {"revoked", e.revoked},
-                           {"created", e.createdUnix},    {"updated", e.updatedUnix}};
-    }
+    for (const auto& [name, e] : entries_)
+      doc["keys"][name] = entryToJson(e);
   }
   return replaceFileAtomically(path_, doc.dump(2) + "\n");
+}
+
+std::map<std::string, std::string> KeyRegistry::exportEntries() const {
+  std::map<std::string, std::string> out;
+  std::lock_guard lock(mutex_);
+  for (const auto& [name, e] : entries_)
+    out.emplace(name, entryToJson(e).dump());
+  return out;
+}
+
+std::optional<std::string> KeyRegistry::exportEntry(const std::string& name) const {
+  std::lock_guard lock(mutex_);
+  auto it = entries_.find(name);
+  if (it == entries_.end()) return std::nullopt;
+  return entryToJson(it->second).dump();
+}
+
+// The later change wins; within the same second the larger text, so that
+// every replica picks the same one.
+bool KeyRegistry::newerEntry(const std::string& a, const std::string& b) {
+  json x = json::parse(a, nullptr, false), y = json::parse(b, nullptr, false);
+  const std::int64_t ua = x.is_object() ? x.value("updated", std::int64_t{0}) : 0;
+  const std::int64_t ub = y.is_object() ? y.value("updated", std::int64_t{0}) : 0;
+  if (ua != ub) return ua > ub;
+  return a > b;
+}
+
+std::vector<std::string> KeyRegistry::importEntries(const std::map<std::string, std::string>& shared,
+                                                    const config::Config& fileConfig,
+                                                    std::vector<std::string>& refused) {
+  std::vector<std::string> taken;
+  std::lock_guard lock(mutex_);
+  for (const auto& [name, text] : shared) {
+    json v = json::parse(text, nullptr, false);
+    Entry e;
+    if (v.is_discarded() || !entryFromJson(name, v, e).empty()) {
+      refused.push_back(name + ": not a key entry");
+      continue;
+    }
+    auto it = entries_.find(name);
+    if (it != entries_.end() && !newerEntry(text, entryToJson(it->second).dump())) continue;
+    Entries trial = entries_;
+    trial[name] = e;
+    try {
+      merge(trial, fileConfig);
+    } catch (const config::ConfigError& err) {
+      refused.push_back(err.what());
+      continue;
+    }
+    entries_ = std::move(trial);
+    taken.push_back(name);
+  }
+  return taken;
 }
 
 void KeyRegistry::load() {
@@ -349,21 +436,8 @@ void KeyRegistry::load() {
   if (!doc.contains("keys") || !doc["keys"].is_object()) fail("no \"keys\" object");
   Entries loaded;
   for (const auto& [name, v] : doc["keys"].items()) {
-    if (!v.is_object() || !v.contains("settings") || !v["settings"].is_object())
-      fail("key '" + name + "' has no settings object");
     Entry e;
-    e.fromFile = v.value("from_file", false);
-    e.settings = v["settings"].dump();
-    e.revoked = v.value("revoked", false);
-    e.createdUnix = v.value("created", std::int64_t{0});
-    e.updatedUnix = v.value("updated", std::int64_t{0});
-    if (v.contains("previous") && v["previous"].is_array()) {
-      for (const auto& p : v["previous"]) {
-        if (!p.is_object() || !p.contains("sha256") || !p["sha256"].is_string())
-          fail("key '" + name + "' has a malformed previous digest");
-        e.previous.push_back({p["sha256"].get<std::string>(), p.value("until", std::int64_t{0})});
-      }
-    }
+    if (std::string why = entryFromJson(name, v, e); !why.empty()) fail(why);
     loaded.emplace(name, std::move(e));
   }
   std::lock_guard lock(mutex_);

@@ -1,6 +1,7 @@
 #include "gateway.hpp"
 
 #include <cstring>
+#include <optional>
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -26,6 +27,8 @@ using SteadyClock = std::chrono::steady_clock;
 constexpr std::chrono::seconds kFlushInterval{2};
 // After the drain deadline, how long aborted streams get to write their error event.
 constexpr std::chrono::milliseconds kAbortGrace{500};
+// At most this long after the last exchange, for settlements to reach Redis.
+constexpr std::chrono::milliseconds kSettleGrace{1000};
 // How long a config change waits for every worker to switch to it (they do
 // within a loop turn; the bound only matters while loops are stopping).
 constexpr std::chrono::seconds kSwitchWait{2};
@@ -39,6 +42,7 @@ struct Gateway::Control {
   asio::signal_set reloadSignal;
   asio::steady_timer drainTimer;
   SteadyClock::time_point drainDeadline{};
+  std::optional<SteadyClock::time_point> settleDeadline;
   bool streamsAborted = false;
 };
 
@@ -54,12 +58,20 @@ Gateway::Gateway(std::string configPath, pipeline::Services services, config::Co
   for (unsigned i = 0; i < runtime_.workers(); ++i) {
     workers_.push_back(std::make_unique<pipeline::Worker>(snapshot_));
     // Shared limits and budgets: one Redis connection per worker loop.
-    // Worker 0 also keeps the process's budgets in step with the shared spend.
+    // Worker 0 also does the process-wide part: budgets in step with the
+    // shared spend, runtime keys shared with every replica.
     if (snapshot_->config.cluster.redis) {
-      std::function<std::shared_ptr<const pipeline::Snapshot>()> current;
-      if (i == 0) current = [this] { return this->current(); };
-      workers_.back()->setGate(
-          cluster::makeRedisGate(runtime_.context(i), snapshot_->config.cluster, current));
+      cluster::ClusterHooks hooks;
+      if (i == 0) {
+        hooks.current = [this] { return this->current(); };
+        hooks.keysChanged = [this](std::map<std::string, std::string> shared) {
+          runInBackground([this, shared = std::move(shared)] { takeSharedKeys(shared); });
+        };
+      }
+      cluster::RedisGateParts parts =
+          cluster::makeRedisGate(runtime_.context(i), snapshot_->config.cluster, std::move(hooks));
+      workers_.back()->setGate(std::move(parts.gate));
+      if (parts.publisher) keyPublisher_ = std::move(parts.publisher);
     }
   }
   control_ = std::make_unique<Control>(runtime_.context(0));
@@ -196,6 +208,22 @@ void Gateway::pollDrain() {
   auto open = runtime_.activeExchanges();
   auto now = SteadyClock::now();
   if (open == 0) {
+    // Settlements on their way to the shared state store land first (at
+    // most kSettleGrace): a budget must not lose the last requests' spend.
+    std::size_t unsettled = 0;
+    for (auto& w : workers_)
+      unsettled += w->gate().unsettled();
+    if (unsettled > 0) {
+      if (!control_->settleDeadline) control_->settleDeadline = now + kSettleGrace;
+      if (now < *control_->settleDeadline) {
+        control_->drainTimer.expires_after(std::chrono::milliseconds(10));
+        control_->drainTimer.async_wait([this](boost::system::error_code ec) {
+          if (!ec) pollDrain();
+        });
+        return;
+      }
+      spdlog::warn("drained: {} settlements to Redis not confirmed; stopping anyway", unsettled);
+    }
     spdlog::info("drained: no exchange left open");
     runtime_.stop();
     return;
@@ -283,6 +311,9 @@ std::string Gateway::reload() {
     }
   }
   spdlog::set_level(spdlog::level::from_str(next->config.log.level));
+  if (!(previous->config.cluster == next->config.cluster))
+    spdlog::warn("reload: cluster (redis_url, redis_timeout_ms, on_redis_failure) changes only on "
+                 "restart; the running connection and settings stay");
   const auto& was = previous->config.server;
   const auto& now = next->config.server;
   if (previous->config.log.accessLog != next->config.log.accessLog ||
@@ -374,6 +405,10 @@ Reply Gateway::changeKeys(const api::KeyOp& op) {
                                       "server_error", "key_change_failed")};
   }
   audit(action, op.name, op.kind == api::KeyOp::Kind::kUpdate ? std::string_view(op.body) : "");
+  if (keyPublisher_) {
+    if (std::optional<std::string> entry = keys_->exportEntry(op.name))
+      keyPublisher_->publish(op.name, std::move(*entry));
+  }
   std::string body = "{\"object\":\"key\",\"name\":";
   appendJsonString(body, op.name);
   body += ",\"action\":";
@@ -390,6 +425,33 @@ Reply Gateway::changeKeys(const api::KeyOp& op) {
   }
   body += '}';
   return Reply{op.kind == api::KeyOp::Kind::kCreate ? 201 : 200, std::move(body)};
+}
+
+void Gateway::takeSharedKeys(const std::map<std::string, std::string>& shared) {
+  std::lock_guard serial(reloadMutex_);
+  std::vector<std::string> refused;
+  std::vector<std::string> taken = keys_->importEntries(shared, fileConfig_, refused);
+  for (const std::string& why : refused)
+    spdlog::warn("runtime keys: a change from another replica does not fit this config: {}", why);
+  if (!taken.empty()) {
+    if (std::optional<std::string> unsaved = keys_->flush())
+      spdlog::warn("runtime keys: not saved to state_dir: {}", *unsaved);
+    try {
+      applyConfig(fileConfig_);
+      for (const std::string& name : taken)
+        spdlog::info("runtime keys: '{}' changed on another replica; applied", name);
+    } catch (const std::exception& e) {
+      spdlog::error("runtime keys from another replica could not be applied: {}", e.what());
+    }
+  }
+  // Ours that Redis lacks or has older (this replica changed them while
+  // Redis was away, or is the first to share them) go to every replica.
+  if (!keyPublisher_) return;
+  for (auto& [name, entry] : keys_->exportEntries()) {
+    auto it = shared.find(name);
+    if (it != shared.end() && !admission::KeyRegistry::newerEntry(entry, it->second)) continue;
+    keyPublisher_->publish(name, entry);
+  }
 }
 
 // One line in the access log per admin change, never with a secret.

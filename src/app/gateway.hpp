@@ -5,6 +5,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -14,6 +15,7 @@
 
 #include "relay/admission/key_registry.hpp"
 #include "relay/api/router.hpp"
+#include "relay/cluster/redis_gate.hpp"
 #include "relay/common/pending.hpp"
 #include "relay/config/config.hpp"
 #include "relay/net/server.hpp"
@@ -53,6 +55,9 @@ class Gateway {
   // reloadMutex_ held. Throws what building throws.
   void applyConfig(config::Config fileConfig);
   void audit(std::string_view action, const std::string& keyName, std::string_view detail);
+  // Runtime keys changed on other replicas (cluster): taken where newer,
+  // applied; ours that Redis lacks are sent to it. Off the loops.
+  void takeSharedKeys(const std::map<std::string, std::string>& shared);
   void armReload();
   void beginDrain(int signo);
   void pollDrain();
@@ -64,6 +69,7 @@ class Gateway {
   pipeline::Services services_;
   config::Config fileConfig_;  // the file as last loaded (reloadMutex_)
   std::shared_ptr<admission::KeyRegistry> keys_;
+  std::shared_ptr<cluster::KeyPublisher> keyPublisher_;  // cluster: runtime keys to every replica
   std::mutex reloadMutex_;            // serialises reloads
   mutable std::mutex snapshotMutex_;  // guards snapshot_ between reload and readers off the loops
   std::shared_ptr<const pipeline::Snapshot> snapshot_;

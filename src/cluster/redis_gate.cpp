@@ -11,6 +11,7 @@
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -279,9 +280,9 @@ pipeline::ApiError budgetRefusal(admission::BudgetRefusal refused) {
 
 class RedisKeyGate final : public pipeline::KeyGate {
  public:
-  RedisKeyGate(asio::io_context& context, const config::Cluster& cluster,
-               std::function<std::shared_ptr<const pipeline::Snapshot>()> current)
+  RedisKeyGate(asio::io_context& context, const config::Cluster& cluster, ClusterHooks hooks)
       : core_(std::make_shared<GateCore>(context, cluster)) {
+    auto current = hooks.current;
     std::random_device rd;
     std::uniform_int_distribution<std::uint64_t> dist;
     static constexpr char kAlphabet[] = "0123456789abcdefghijklmnopqrstuvwxyz";
@@ -314,7 +315,19 @@ class RedisKeyGate final : public pipeline::KeyGate {
           },
           asio::detached);
     }
+    if (hooks.keysChanged) {
+      asio::co_spawn(
+          context,
+          [core = core_, changed = std::move(hooks.keysChanged)]() -> net::Task<void> {
+            co_await keysPollLoop(core, changed);
+          },
+          asio::detached);
+    }
   }
+
+  std::shared_ptr<GateCore> core() const { return core_; }
+
+  std::size_t unsettled() const override { return core_->link->unanswered(); }
 
   void stop() override {
     core_->stopped = true;
@@ -392,6 +405,40 @@ class RedisKeyGate final : public pipeline::KeyGate {
       if (!core->link->ready()) continue;
       for (RedisTicket* t : core->live)
         core->link->send(t->renewCommand(), false);
+    }
+  }
+
+  // Runtime keys: when kr:keys:version moves (or on the first poll after
+  // each connect), the whole kr:keys hash goes to `changed`.
+  static net::Task<void> keysPollLoop(std::shared_ptr<GateCore> core,
+                                      std::function<void(std::map<std::string, std::string>)> changed) {
+    asio::steady_timer timer(co_await asio::this_coro::executor);
+    std::optional<std::string> seen;
+    while (!core->stopped) {
+      timer.expires_after(kKeysPollInterval);
+      boost::system::error_code ec;
+      co_await timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+      if (core->stopped) co_return;
+      if (!core->link->ready()) {
+        seen.reset();  // after a reconnect, read everything again
+        continue;
+      }
+      std::string get;
+      appendCommand(get, {"GET", "kr:keys:version"});
+      RedisReply version = co_await core->link->call(std::move(get));
+      if (!version.ok()) continue;
+      std::string v = version.value.type == RespValue::Type::kNull ? "0" : version.value.text;
+      if (seen && *seen == v) continue;
+      std::string all;
+      appendCommand(all, {"HGETALL", "kr:keys"});
+      RedisReply entries = co_await core->link->call(std::move(all));
+      if (!entries.ok() || entries.value.type != RespValue::Type::kArray) continue;
+      std::map<std::string, std::string> out;
+      const auto& items = entries.value.items;
+      for (std::size_t i = 0; i + 1 < items.size(); i += 2)
+        out.emplace(items[i].text, items[i + 1].text);
+      seen = v;
+      changed(std::move(out));
     }
   }
 
@@ -575,10 +622,38 @@ std::chrono::milliseconds leaseTime() {
   return lease;
 }
 
-std::unique_ptr<pipeline::KeyGate> makeRedisGate(
-    asio::io_context& context, const config::Cluster& cluster,
-    std::function<std::shared_ptr<const pipeline::Snapshot>()> current) {
-  return std::make_unique<RedisKeyGate>(context, cluster, std::move(current));
+namespace {
+
+class RedisKeyPublisher final : public KeyPublisher {
+ public:
+  RedisKeyPublisher(asio::io_context& context, std::shared_ptr<GateCore> core)
+      : context_(context), core_(std::move(core)) {}
+  void publish(std::string name, std::string entryJson) override {
+    asio::post(context_, [core = core_, name = std::move(name), json = std::move(entryJson)] {
+      if (core->stopped) return;
+      std::string set, bump;
+      appendCommand(set, {"HSET", "kr:keys", name, json});
+      appendCommand(bump, {"INCR", "kr:keys:version"});
+      core->link->send(std::move(set), /*keep=*/true);
+      core->link->send(std::move(bump), /*keep=*/true);
+    });
+  }
+
+ private:
+  asio::io_context& context_;
+  std::shared_ptr<GateCore> core_;
+};
+
+}  // namespace
+
+RedisGateParts makeRedisGate(asio::io_context& context, const config::Cluster& cluster,
+                             ClusterHooks hooks) {
+  const bool processWide = hooks.current || hooks.keysChanged;
+  auto gate = std::make_unique<RedisKeyGate>(context, cluster, std::move(hooks));
+  RedisGateParts parts;
+  if (processWide) parts.publisher = std::make_shared<RedisKeyPublisher>(context, gate->core());
+  parts.gate = std::move(gate);
+  return parts;
 }
 
 }  // namespace relay::cluster

@@ -322,6 +322,7 @@ void RedisLink::complete(RedisReply reply) {
   }
   Pending p = std::move(pending_.front());
   pending_.pop_front();
+  unanswered_.store(pending_.size(), std::memory_order_relaxed);
   if (p.waiter) p.waiter->pending = nullptr;
   if (reply.error == RedisError::kReply) {
     sharedStateStats().error(RedisErrorKind::kReply);
@@ -376,6 +377,7 @@ void RedisLink::drop(RedisError why, std::string_view detail) {
   // those queued since); callers waiting are told at once.
   std::deque<Pending> pending;
   pending.swap(pending_);
+  unanswered_.store(0, std::memory_order_relaxed);
   std::deque<Pending> replay;
   for (Pending& p : pending) {
     if (p.waiter) {
@@ -416,6 +418,7 @@ void RedisLink::queueBacklog(Pending pending) {
 
 void RedisLink::enqueue(Pending pending, std::string_view command) {
   pending_.push_back(std::move(pending));
+  unanswered_.store(pending_.size(), std::memory_order_relaxed);
   out_ += command;
   kickWriter();
 }

@@ -19,6 +19,7 @@
 //    connection is ready only when all succeeded.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -69,6 +70,9 @@ class RedisLink : public std::enable_shared_from_this<RedisLink> {
   void stop();
 
   bool ready() const { return state_ == State::kReady; }
+  // Commands sent and not answered yet (readable from any thread: the drain
+  // waits for settlements to land before the loops stop).
+  std::size_t unanswered() const { return unanswered_.load(std::memory_order_relaxed); }
   // The SHA1 that EVALSHA names `script` by (lowercase hex).
   const std::string& sha(const Script& script) const;
   const config::RedisUrl& url() const { return url_; }
@@ -122,6 +126,7 @@ class RedisLink : public std::enable_shared_from_this<RedisLink> {
   int failures_ = 0;  // in a row
   bool loggedDown_ = false;
   std::function<void()> onReady_;
+  std::atomic<std::size_t> unanswered_{0};
 };
 
 }  // namespace relay::cluster

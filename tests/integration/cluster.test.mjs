@@ -22,6 +22,7 @@ import {
   startRelay,
   waitFor,
 } from '../lib/harness.mjs';
+import { startRecordingMcp } from '../lib/mcp_recorder.mjs';
 import { startRedis } from '../lib/redis.mjs';
 
 const UPSTREAM_KEY = 'sk-cluster-upstream-secret-4f6a8c0e2b4d6f8a0c2e';
@@ -43,8 +44,9 @@ const ADMIN_KEY = 'kr-admin-cluster-test-5e7a9c1e3b5d7f9a1c3e5b7d';
 
 const env = { relays: [] };
 
-function clusterConfig(redisUrl, { onFailure = 'local', timeoutMs = 50 } = {}) {
+function clusterConfig(redisUrl, { onFailure = 'local', timeoutMs = 50, mcp } = {}) {
   return relayConfig({
+    ...(mcp ? { mcp } : {}),
     keys: Object.entries(KEYS).map(([name, more]) => ({ name, key: keyOf(name), ...more })),
     upstreams: [
       {
@@ -302,5 +304,84 @@ describe('Redis down and back', () => {
       what: 'reconnect',
     });
     assert.equal((await chat(relay, 'conc')).status, 200);
+  });
+});
+
+describe('runtime keys and MCP sessions across replicas', () => {
+  before(async () => {
+    env.rec = await startRecordingMcp({ name: 'rec' });
+    const mcp = {
+      servers: [{ name: 'rec', url: env.rec.url }],
+      session_secret: 'cluster-test-session-secret-0123456789abcdef',
+    };
+    env.pair = [];
+    for (let i = 0; i < 2; i += 1) {
+      const relay = await startRelay(clusterConfig(env.redis.url, { mcp }), { env: RELAY_ENV });
+      env.relays.push(relay);
+      env.pair.push(relay);
+      await waitFor(async () => metricSum(await scrapeMetrics(relay), 'kimi_relay_redis_up') === 1, { what: 'redis_up' });
+    }
+  });
+  after(async () => env.rec?.close());
+
+  async function adminCall(relay, method, path, body) {
+    const res = await fetch(`${relay.adminUrl}${path}`, {
+      method,
+      headers: { authorization: `Bearer ${ADMIN_KEY}`, 'content-type': 'application/json' },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    const text = await res.text();
+    return { status: res.status, body: text ? JSON.parse(text) : null, text };
+  }
+  const chatWith = async (relay, secret) => {
+    const res = await postChat(relay, chatRequest(), { key: secret });
+    await res.text();
+    return res.status;
+  };
+
+  test('a key created on one replica works on the other within seconds; a revocation there reaches the first', async () => {
+    const [a, b] = env.pair;
+    const created = await adminCall(a, 'POST', '/admin/keys', { name: 'roaming', limits: { rpm: 600 } });
+    assert.equal(created.status, 201, created.text);
+    const secret = created.body.key;
+    assert.equal(await chatWith(a, secret), 200);
+    await waitFor(async () => (await chatWith(b, secret)) === 200, { timeoutMs: 5000, intervalMs: 100, what: 'the key on replica b' });
+    const stored = await env.redis.command('HGET', 'kr:keys', 'roaming');
+    assert.ok(stored && !stored.includes(secret), 'Redis holds the digest, never the secret');
+    const revoked = await adminCall(b, 'DELETE', '/admin/keys/roaming');
+    assert.equal(revoked.status, 200, revoked.text);
+    await waitFor(async () => (await chatWith(a, secret)) === 401, { timeoutMs: 5000, intervalMs: 100, what: 'the revocation on replica a' });
+    assert.match(a.logs(), /runtime keys: 'roaming' changed on another replica/);
+  });
+
+  test('an MCP session made through one replica is served by the other (same session_secret)', async () => {
+    const [a, b] = env.pair;
+    const headers = {
+      'content-type': 'application/json',
+      accept: 'application/json, text/event-stream',
+      authorization: `Bearer ${keyOf('free')}`,
+    };
+    const init = await fetch(`${a.url}/v1/mcp/rec`, {
+      method: 'POST',
+      headers,
+      body: JSON.stringify({
+        jsonrpc: '2.0', id: 1, method: 'initialize',
+        params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'cluster-test', version: '1' } },
+      }),
+    });
+    assert.equal(init.status, 200);
+    await init.text();
+    const session = init.headers.get('mcp-session-id');
+    assert.ok(session);
+    const call = await fetch(`${b.url}/v1/mcp/rec`, {
+      method: 'POST',
+      headers: { ...headers, 'mcp-session-id': session, 'mcp-protocol-version': '2025-06-18' },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'whoami', arguments: {} } }),
+    });
+    const text = await call.text();
+    assert.equal(call.status, 200, text);
+    assert.match(text, /rec/);
+    // The server saw one session throughout.
+    assert.equal(env.rec.sessions.size, 1);
   });
 });

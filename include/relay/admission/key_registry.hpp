@@ -23,6 +23,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "relay/config/config.hpp"
 
 namespace relay::admission {
@@ -77,6 +79,21 @@ class KeyRegistry {
   // Writes keys.json (nullopt when written, or when memory-only); else what failed.
   std::optional<std::string> flush() const;
 
+  // Sharing between replicas (cluster): every entry, or one, as JSON text
+  // (the keys.json shape, digests only, never a secret)...
+  std::map<std::string, std::string> exportEntries() const;
+  std::optional<std::string> exportEntry(const std::string& name) const;
+  // ...and the entries of another replica taken where they are newer (the
+  // later `updated` wins, then the larger text). Entries that no longer fit
+  // `fileConfig` are skipped and described in `refused`. Returns the names
+  // taken.
+  std::vector<std::string> importEntries(const std::map<std::string, std::string>& shared,
+                                         const config::Config& fileConfig,
+                                         std::vector<std::string>& refused);
+
+  // Whether entry text `a` wins over `b` (the rule importEntries applies).
+  static bool newerEntry(const std::string& a, const std::string& b);
+
   std::optional<KeyEntryInfo> info(const std::string& name) const;
   // File keys the API revoked (they are in no snapshot, but the list shows them).
   std::vector<std::string> revokedFileKeys() const;
@@ -94,6 +111,8 @@ class KeyRegistry {
   using Entries = std::map<std::string, Entry>;
 
   static std::vector<config::Key> merge(const Entries& entries, const config::Config& fileConfig);
+  static nlohmann::json entryToJson(const Entry& e);
+  static std::string entryFromJson(const std::string& name, const nlohmann::json& v, Entry& e);
   static const config::Key* fileKey(const config::Config& cfg, const std::string& name);
 
   std::string path_;

@@ -14,6 +14,8 @@
 
 #include <chrono>
 #include <functional>
+#include <map>
+#include <string>
 #include <memory>
 
 #include "relay/config/config.hpp"
@@ -25,16 +27,38 @@ class io_context;
 
 namespace relay::cluster {
 
-// Connects on `context` (the worker's loop) in the background; until the
-// connection is ready, requests are decided per on_redis_failure. When
-// `current` is given (one worker per process), the gate also reads every
-// budgeted key's shared spend every kBudgetSyncInterval into the process's
-// budgets, so that a fallback to local state starts from what the whole
-// swarm spent and /admin/keys shows it.
-std::unique_ptr<pipeline::KeyGate> makeRedisGate(
-    boost::asio::io_context& context, const config::Cluster& cluster,
-    std::function<std::shared_ptr<const pipeline::Snapshot>()> current = {});
+// Process-wide work done by one worker's gate (worker 0), given by the gateway.
+struct ClusterHooks {
+  // The serving snapshot: every kBudgetSyncInterval the gate reads each
+  // budgeted key's shared spend into the process's budgets (so a fallback to
+  // local state starts from what the whole swarm spent, and /admin/keys
+  // shows it), and on each (re)connect pushes them as floors.
+  std::function<std::shared_ptr<const pipeline::Snapshot>()> current;
+  // The runtime keys as Redis holds them (name -> entry JSON, the keys.json
+  // shape), each time kr:keys:version moved (polled every kKeysPollInterval).
+  // Called on the worker's loop: hand the work to another thread.
+  std::function<void(std::map<std::string, std::string>)> keysChanged;
+};
 
+// Sends runtime key entries to Redis for every replica. Thread-safe; what
+// cannot be sent now is sent when Redis is back.
+class KeyPublisher {
+ public:
+  virtual ~KeyPublisher() = default;
+  virtual void publish(std::string name, std::string entryJson) = 0;
+};
+
+struct RedisGateParts {
+  std::unique_ptr<pipeline::KeyGate> gate;
+  std::shared_ptr<KeyPublisher> publisher;  // set when hooks were given
+};
+
+// Connects on `context` (the worker's loop) in the background; until the
+// connection is ready, requests are decided per on_redis_failure.
+RedisGateParts makeRedisGate(boost::asio::io_context& context, const config::Cluster& cluster,
+                             ClusterHooks hooks = {});
+
+inline constexpr std::chrono::seconds kKeysPollInterval{1};
 inline constexpr std::chrono::seconds kBudgetSyncInterval{2};
 
 // A running request's lease in Redis lives this long unless renewed; it is

@@ -75,6 +75,9 @@ class KeyGate {
                                  Headers& out) = 0;
   // At exit, on the worker's loop: closes what the gate holds open.
   virtual void stop() {}
+  // Settlements sent and not yet confirmed (any thread): a drain waits a
+  // moment for them before the loops stop.
+  virtual std::size_t unsettled() const { return 0; }
 };
 
 // The process's own state: the snapshot's limiters and budgets.
