@@ -102,7 +102,7 @@ struct GateCore {
 // A key's static script arguments, from its config.
 struct KeyArgs {
   std::string name;
-  std::string prefix;  // kr:{name}:
+  std::string prefix;  // kr:{name}
   LimitOptions limits;
   BudgetOptions budget;
   bool hasBudget = false;
@@ -116,7 +116,7 @@ struct KeyArgs {
 KeyArgs argsFor(const pipeline::Snapshot& snap, const admission::Tenant& t) {
   KeyArgs k;
   k.name = t.name;
-  k.prefix = "kr:{" + t.name + "}:";
+  k.prefix = "kr:{" + t.name + "}";
   k.limits = pipeline::limitOptionsFor(*t.config);
   k.budget = snap.budgets->budget(t.index).options();
   k.hasBudget = k.budget.usd || k.budget.maxInputTokens || k.budget.maxOutputTokens;
@@ -130,23 +130,24 @@ KeyArgs argsFor(const pipeline::Snapshot& snap, const admission::Tenant& t) {
 }
 
 void appendKeys(std::vector<std::string>& cmd, const KeyArgs& k) {
-  cmd.push_back("5");
-  cmd.push_back(k.prefix + "rl");
-  cmd.push_back(k.prefix + "in");
-  cmd.push_back(k.prefix + "hd");
-  cmd.push_back(k.prefix + "hx");
-  cmd.push_back(k.prefix + "b:");
+  cmd.push_back("3");
+  cmd.push_back(k.prefix);
+  cmd.push_back(k.prefix + ":l");
+  cmd.push_back(k.prefix + ":b:");
 }
 
-std::string settleCommand(const GateCore& core, const KeyArgs& k, const std::string& id,
+// `member`: the lease as the admission wrote it, or "?<id>" to look it up.
+std::string settleCommand(const GateCore& core, const KeyArgs& k, const std::string& member,
                           std::uint64_t reserved, std::uint64_t used, const BudgetAsk& cost) {
   std::vector<std::string> cmd{"EVALSHA", core.link->sha(kSettleScript)};
+  cmd.reserve(20);
   appendKeys(cmd, k);
-  for (std::string v : {id, std::to_string(reserved), std::to_string(used),
+  for (std::string v : {member, std::to_string(reserved), std::to_string(used),
                         std::to_string(k.limits.tpm), std::to_string(k.tpmCap()),
                         std::to_string(k.period), std::to_string(std::max<std::int64_t>(cost.usd, 0)),
                         std::to_string(cost.inputTokens), std::to_string(cost.outputTokens),
-                        std::to_string(k.capUsd), std::to_string(k.capIn), std::to_string(k.capOut)})
+                        std::to_string(k.capUsd), std::to_string(k.capIn), std::to_string(k.capOut),
+                        std::string(k.hasBudget ? "1" : "0")})
     cmd.push_back(std::move(v));
   std::string out;
   appendCommand(out, cmd);
@@ -164,10 +165,11 @@ RedisLink::OnReply crossedHandler(pipeline::BudgetCrossed crossed) {
 
 class RedisTicket final : public GateTicket {
  public:
-  RedisTicket(std::shared_ptr<GateCore> core, KeyArgs key, std::string id, std::uint64_t reserved)
+  RedisTicket(std::shared_ptr<GateCore> core, KeyArgs key, std::string member,
+              std::uint64_t reserved)
       : core_(std::move(core)),
         key_(std::move(key)),
-        id_(std::move(id)),
+        member_(std::move(member)),
         reserved_(reserved),
         usedTokens_(reserved) {
     core_->live.insert(this);
@@ -185,14 +187,14 @@ class RedisTicket final : public GateTicket {
     if (settled_) return;
     settled_ = true;
     core_->live.erase(this);
-    core_->link->send(settleCommand(*core_, key_, id_, reserved_, tokens, cost), /*keep=*/true,
+    core_->link->send(settleCommand(*core_, key_, member_, reserved_, tokens, cost), /*keep=*/true,
                       crossedHandler(std::move(crossed)));
   }
 
   std::string renewCommand() const {
-    std::vector<std::string> cmd{"EVALSHA", core_->link->sha(kRenewScript)};
-    appendKeys(cmd, key_);
-    cmd.push_back(id_);
+    std::vector<std::string> cmd{"EVALSHA", core_->link->sha(kRenewScript), "2", key_.prefix,
+                                 key_.prefix + ":l"};
+    cmd.push_back(member_);
     cmd.push_back(std::to_string(leaseTime().count()));
     std::string out;
     appendCommand(out, cmd);
@@ -202,11 +204,18 @@ class RedisTicket final : public GateTicket {
  private:
   std::shared_ptr<GateCore> core_;
   KeyArgs key_;
-  std::string id_;
+  std::string member_;
   std::uint64_t reserved_;
   std::uint64_t usedTokens_;
   BudgetAsk usedCost_;
   bool settled_ = false;
+};
+
+// An admission that holds nothing in Redis (no slot, budget or tokens).
+class NothingToSettle final : public GateTicket {
+ public:
+  void setUsedSoFar(std::uint64_t, const BudgetAsk&) override {}
+  void settle(std::uint64_t, const BudgetAsk&, pipeline::BudgetCrossed) override {}
 };
 
 // Admitted by this replica's own state while Redis was away: settles there,
@@ -223,6 +232,7 @@ class FallbackTicket final : public GateTicket {
 
   void settle(std::uint64_t tokens, const BudgetAsk& cost, pipeline::BudgetCrossed crossed) override {
     local_->settle(tokens, cost, std::move(crossed));
+    if (!key_.hasBudget) return;
     if (cost.usd <= 0 && cost.inputTokens == 0 && cost.outputTokens == 0) return;
     std::vector<std::string> cmd{"EVALSHA", core_->link->sha(kChargeScript)};
     appendKeys(cmd, key_);
@@ -344,7 +354,11 @@ class RedisKeyGate final : public pipeline::KeyGate {
     std::vector<std::string> cmd{"EVALSHA", core_->link->sha(kAdmitScript)};
     cmd.reserve(24);
     appendKeys(cmd, key);
-    const int mode = ask.refuseWhenSpent ? 2 : key.hasBudget ? 1 : 0;
+    const int mode = !key.hasBudget ? 0 : ask.refuseWhenSpent ? 2 : 1;
+    // Admissions that leave nothing to give back (an rpm-only key, an MCP
+    // stream without a budget) write no lease and need no settlement.
+    const bool lease =
+        (ask.holdSlot && key.limits.concurrency > 0) || mode != 0 || key.limits.tpm > 0;
     for (std::string v :
          {id, std::to_string(leaseTime().count()), std::to_string(key.limits.rpm),
           std::to_string(key.rpmCap()), std::to_string(key.limits.tpm), std::to_string(key.tpmCap()),
@@ -368,18 +382,19 @@ class RedisKeyGate final : public pipeline::KeyGate {
       for (const char* v : {"-1", "0", "0", "0"})
         cmd.push_back(v);
     }
+    cmd.push_back(lease ? "1" : "0");
     std::string encoded;
     appendCommand(encoded, cmd);
     RedisReply reply = co_await core_->link->call(std::move(encoded));
     if (!reply.ok() || reply.value.type != RespValue::Type::kArray ||
-        reply.value.items.size() < 11) {
-      if (reply.error == RedisError::kTimeout || reply.error == RedisError::kConnection) {
+        reply.value.items.size() < 12) {
+      if (lease && (reply.error == RedisError::kTimeout || reply.error == RedisError::kConnection)) {
         // It may have run: undo it once it has (FIFO), or find nothing to undo.
-        core_->link->send(settleCommand(*core_, key, id, ask.tokens, 0, BudgetAsk{}), true);
+        core_->link->send(settleCommand(*core_, key, "?" + id, ask.tokens, 0, BudgetAsk{}), true);
       }
       co_return fallback(snap, ask, std::move(key));
     }
-    co_return decided(snap, ask, std::move(key), id, reply.value);
+    co_return decided(snap, ask, std::move(key), reply.value, lease);
   }
 
   void appendRateHeaders(const pipeline::Snapshot& snap, const admission::Tenant& tenant,
@@ -514,7 +529,7 @@ class RedisKeyGate final : public pipeline::KeyGate {
   }
 
   GateResult decided(const pipeline::Snapshot& snap, const GateAsk& ask, KeyArgs key,
-                     const std::string& id, const RespValue& r) {
+                     const RespValue& r, bool lease) {
     const auto status = static_cast<AdmitStatus>(r.items[0].asInteger(-1));
     const std::int64_t ps = r.items[6].asInteger(0);
     const auto& clock = admission::SystemClock::instance();
@@ -535,7 +550,12 @@ class RedisKeyGate final : public pipeline::KeyGate {
     const std::chrono::microseconds wait(r.items[1].asInteger(0));
     switch (status) {
       case AdmitStatus::kAdmitted:
-        out.ticket = std::make_unique<RedisTicket>(core_, std::move(key), id, ask.tokens);
+        if (lease) {
+          out.ticket =
+              std::make_unique<RedisTicket>(core_, std::move(key), r.items[11].text, ask.tokens);
+        } else {
+          out.ticket = std::make_unique<NothingToSettle>();
+        }
         return out;
       case AdmitStatus::kRequests:
         out.reason = telemetry::RefusalReason::kRequests;

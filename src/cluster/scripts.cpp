@@ -6,12 +6,31 @@
 namespace relay::cluster {
 namespace {
 
-// Shared by every script: the clock, period starts, token buckets.
+// Every script's KEYS, all of one API key (hash tag {name}):
+//   1 kr:{name}      hash: rq/rt request bucket level and time (µs), tq/tt
+//                    the token bucket's, n slots in use, p last purge and
+//                    x last expiry refresh (ms)
+//   2 kr:{name}:l    sorted set of leases, score = expiry (ms). A running
+//                    request's member is "<id> <slot 0/1> <usd> <in> <out>
+//                    <period start>" (what it holds); "x <member>" is one
+//                    whose lease expired (a late settle still charges, once);
+//                    "c <id>" marks a replayed charge as applied
+//   3 kr:{name}:b:   prefix of the budget hash of a period (start appended):
+//                    su/si/so settled nano-USD / input / output tokens,
+//                    cu/ci/co the same plus what running requests hold
+//
+// Each script makes as few calls as it can (each costs about 1.5 µs of
+// Redis's time): values are read once, computed in Lua, written once.
+
+// Shared by the scripts: the clock, period starts, buckets, lease purge.
 constexpr std::string_view kCommon = R"LUA(
 local t = redis.call('TIME')
 local secs = tonumber(t[1])
 local now = secs * 1000000 + tonumber(t[2])
 local nowms = math.floor(now / 1000)
+
+-- Integers above 1e14 would print in exponent form: format them ourselves.
+local function num(s) return string.format('%.17g', s) end
 
 -- Start (Unix seconds) of the UTC day (0), month (1) or total (2) period.
 local function pstart(p)
@@ -45,215 +64,270 @@ local function waitFor(v, n, perMin)
   return math.ceil((n - v) * 60000000 / perMin)
 end
 
-local function num(s) return string.format('%.17g', s) end
-
 local function split(s)
   local out = {}
   for w in string.gmatch(s, '%S+') do out[#out + 1] = w end
   return out
 end
+
+local cf, sf = {'cu', 'ci', 'co'}, {'su', 'si', 'so'}
+
+local function expireBudget(bk, period)
+  if period == 0 then redis.call('EXPIRE', bk, 3 * 86400)
+  elseif period == 1 then redis.call('EXPIRE', bk, 40 * 86400) end
+end
+
+-- Leases of replicas that died (at most 64 per call, at most once a second
+-- per key): their budget holds come back, their slots are counted free, and
+-- each stays an hour as a tombstone so that a late settle still charges.
+-- Returns the slots freed.
+local function purge()
+  local freed = 0
+  local expired = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', nowms, 'LIMIT', 0, 64)
+  for _, m in ipairs(expired) do
+    redis.call('ZREM', KEYS[2], m)
+    local kind = string.sub(m, 1, 2)
+    if kind ~= 'x ' and kind ~= 'c ' then
+      local p = split(m)
+      freed = freed + tonumber(p[2])
+      local bk = KEYS[3] .. p[6]
+      for i = 1, 3 do
+        if p[i + 2] ~= '0' then redis.call('HINCRBY', bk, cf[i], '-' .. p[i + 2]) end
+      end
+      redis.call('ZADD', KEYS[2], num(nowms + 3600000), 'x ' .. m)
+    end
+  end
+  return freed
+end
 )LUA";
 
-// KEYS: 1 buckets (hash), 2 slots (zset), 3 ledger (hash), 4 lease expiries
-//       (zset), 5 budget hash prefix (the period start is appended)
 // ARGV: 1 lease id, 2 lease ms, 3 rpm, 4 rpm burst, 5 tpm, 6 tpm burst,
-//       7 tokens, 8 concurrency, 9 hold a slot (0/1), 10 budget mode (0 none,
-//       1 reserve, 2 refuse once spent), 11 period (0 day, 1 month, 2 total),
-//       12-14 caps usd (nano) / input / output (-1 none), 15-17 ask usd /
-//       input / output, 18 the period start this replica knows, 19-21 its
-//       last known spend usd / input / output in it (a floor)
+//       7 tokens, 8 concurrency, 9 hold a slot (0/1), 10 budget mode (0
+//       none, 1 reserve, 2 refuse once spent), 11 period (0 day, 1 month,
+//       2 total), 12-14 caps usd (nano) / input / output (-1 none), 15-17
+//       ask usd / input / output, 18 the period start this replica knows,
+//       19-21 its last known spend in it (a floor: a Redis that restarted
+//       empty does not hand a spent budget back), 22 write a lease (0/1)
 // Reply: {status, wait us, requests left, requests full in us, tokens left,
 //         tokens full in us, period start, budget left, spent usd, spent
-//         input, spent output}
+//         input, spent output, the lease's member (admitted with a lease)}
 constexpr std::string_view kAdmit = R"LUA(
 local id, lease = ARGV[1], tonumber(ARGV[2])
 local rpm, rcap, tpm, tcap = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local ask = tonumber(ARGV[7])
-local conc, slot = tonumber(ARGV[8]), ARGV[9] == '1'
+local conc = tonumber(ARGV[8])
+local slot = (ARGV[9] == '1' and conc > 0) and 1 or 0
 local mode, period = tonumber(ARGV[10]), tonumber(ARGV[11])
-local caps = {tonumber(ARGV[12]), tonumber(ARGV[13]), tonumber(ARGV[14])}
-local asks = {tonumber(ARGV[15]), tonumber(ARGV[16]), tonumber(ARGV[17])}
-local fields = {'cu', 'ci', 'co'}
 
--- Leases of replicas that died: their holds go back to the budget; the
--- ledger keeps a tombstone for an hour so that a late settle still charges.
-local expired = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', nowms, 'LIMIT', 0, 64)
-for _, lid in ipairs(expired) do
-  local h = redis.call('HGET', KEYS[3], lid)
-  if h and string.sub(h, 1, 1) ~= 'x' and h ~= 'c' then
-    local p = split(h)
-    local bk = KEYS[5] .. p[4]
-    for i = 1, 3 do
-      if p[i] ~= '0' then redis.call('HINCRBY', bk, fields[i], '-' .. p[i]) end
-    end
-    redis.call('HSET', KEYS[3], lid, 'x ' .. h)
-    redis.call('ZADD', KEYS[4], num(nowms + 3600000), lid)
-  else
-    redis.call('HDEL', KEYS[3], lid)
-    redis.call('ZREM', KEYS[4], lid)
-  end
+local st = redis.call('HMGET', KEYS[1], 'rq', 'rt', 'tq', 'tt', 'n', 'p', 'x')
+local fields = {}
+local freed = 0
+if nowms - tonumber(st[6] or 0) >= 1000 then
+  freed = purge()
+  fields[#fields + 1] = 'p'; fields[#fields + 1] = num(nowms)
 end
-redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', nowms)
-
-local ps = pstart(period)
-local bk = KEYS[5] .. ps
--- The spend this replica last saw for this period is a floor: a Redis that
--- restarted empty (or lost a write) does not hand a spent budget back.
-if tonumber(ARGV[18]) == ps then
-  local cur = redis.call('HMGET', bk, 'su', 'si', 'so')
-  local sf, cf = {'su', 'si', 'so'}, {'cu', 'ci', 'co'}
-  for i = 1, 3 do
-    local floor = tonumber(ARGV[18 + i])
-    local have = tonumber(cur[i] or 0)
-    if floor > have then
-      local d = string.format('%.17g', floor - have)
-      redis.call('HINCRBY', bk, sf[i], d)
-      redis.call('HINCRBY', bk, cf[i], d)
-    end
-  end
-end
-local b = redis.call('HMGET', bk, 'cu', 'ci', 'co', 'su', 'si', 'so')
-local committed = {tonumber(b[1] or 0), tonumber(b[2] or 0), tonumber(b[3] or 0)}
-local spent = {tonumber(b[4] or 0), tonumber(b[5] or 0), tonumber(b[6] or 0)}
-
-local st = redis.call('HMGET', KEYS[1], 'rq', 'rt', 'tq', 'tt')
+local inUse = tonumber(st[5] or 0) - freed
+if inUse < 0 then inUse = 0 end
+if freed > 0 then fields[#fields + 1] = 'n'; fields[#fields + 1] = inUse end
 local rl = rpm > 0 and level(st[1], st[2], rcap, rpm) or 0
 local tl = tpm > 0 and level(st[3], st[4], tcap, tpm) or 0
 
-local function reply(status, wait, left)
+local ps, bk = 0, nil
+local spent, committed = {0, 0, 0}, {0, 0, 0}
+local budgetFields = {}
+if mode ~= 0 then
+  ps = pstart(period)
+  bk = KEYS[3] .. ps
+  local b = redis.call('HMGET', bk, 'cu', 'ci', 'co', 'su', 'si', 'so')
+  for i = 1, 3 do
+    committed[i] = tonumber(b[i] or 0)
+    spent[i] = tonumber(b[i + 3] or 0)
+  end
+  if tonumber(ARGV[18]) == ps then
+    for i = 1, 3 do
+      local floor = tonumber(ARGV[18 + i])
+      if floor > spent[i] then
+        committed[i] = committed[i] + floor - spent[i]
+        spent[i] = floor
+        budgetFields[#budgetFields + 1] = sf[i]; budgetFields[#budgetFields + 1] = num(spent[i])
+        budgetFields[#budgetFields + 1] = cf[i]; budgetFields[#budgetFields + 1] = num(committed[i])
+      end
+    end
+  end
+end
+
+local function finish(status, wait, left, member)
+  if #fields > 0 then redis.call('HSET', KEYS[1], unpack(fields)) end
+  if #budgetFields > 0 then redis.call('HSET', bk, unpack(budgetFields)) end
+  -- Expiries are refreshed every 10 s per key, not on every call.
+  if nowms - tonumber(st[7] or 0) >= 10000 then
+    redis.call('HSET', KEYS[1], 'x', num(nowms))
+    local ttl = lease * 2 + 120000
+    if rpm > 0 then ttl = ttl + math.ceil(rcap * 60000 / rpm) end
+    if tpm > 0 then ttl = ttl + math.ceil(tcap * 60000 / tpm) end
+    redis.call('PEXPIRE', KEYS[1], num(ttl))
+    redis.call('PEXPIRE', KEYS[2], num(lease * 2 + 3720000))
+    if bk then expireBudget(bk, period) end
+  end
   local rfull = rpm > 0 and waitFor(rl, rcap, rpm) or 0
   local tfull = tpm > 0 and waitFor(tl, tcap, tpm) or 0
   return {status, wait, math.floor(rl), rfull, math.floor(tl), tfull, ps, left,
-          spent[1], spent[2], spent[3]}
+          spent[1], spent[2], spent[3], member}
 end
 
--- Budget first (as the local gate does): a refusal takes nothing.
+-- Everything is checked before anything is taken: a refusal leaves no trace.
 if mode ~= 0 then
   for i = 1, 3 do
-    local cap = caps[i]
+    local cap = tonumber(ARGV[11 + i])
     if cap >= 0 then
-      local want = mode == 1 and asks[i] or 0
+      local want = mode == 1 and tonumber(ARGV[14 + i]) or 0
       if committed[i] + want > cap or (mode == 2 and committed[i] >= cap) then
         local left = cap - committed[i]
         if left < 0 then left = 0 end
-        return reply(4 + i, 0, left)
+        return finish(4 + i, 0, left, '')
       end
     end
   end
 end
-if tpm > 0 and ask > tcap then return reply(3, 0, 0) end
+if tpm > 0 and ask > tcap then return finish(3, 0, 0, '') end
 local rwait = rpm > 0 and waitFor(rl, 1, rpm) or 0
 local twait = tpm > 0 and waitFor(tl, ask, tpm) or 0
 if rwait > 0 or twait > 0 then
-  if rwait >= twait then return reply(1, rwait, 0) end
-  return reply(2, twait, 0)
+  if rwait >= twait then return finish(1, rwait, 0, '') end
+  return finish(2, twait, 0, '')
 end
-if slot and conc > 0 and redis.call('ZCARD', KEYS[2]) >= conc then
-  return reply(4, 0, 0)
-end
+if slot == 1 and inUse >= conc then return finish(4, 0, 0, '') end
 
--- Admitted: take from each, write the lease.
-local ttl = 1000
+-- Admitted: take from each; a lease when something must be given back.
 if rpm > 0 then
   rl = rl - 1
-  ttl = math.max(ttl, math.ceil(waitFor(rl, rcap, rpm) / 1000))
-  redis.call('HSET', KEYS[1], 'rq', num(rl), 'rt', num(now))
+  fields[#fields + 1] = 'rq'; fields[#fields + 1] = num(rl)
+  fields[#fields + 1] = 'rt'; fields[#fields + 1] = num(now)
 end
 if tpm > 0 then
   tl = tl - ask
-  ttl = math.max(ttl, math.ceil(waitFor(tl, tcap, tpm) / 1000))
-  redis.call('HSET', KEYS[1], 'tq', num(tl), 'tt', num(now))
+  fields[#fields + 1] = 'tq'; fields[#fields + 1] = num(tl)
+  fields[#fields + 1] = 'tt'; fields[#fields + 1] = num(now)
 end
-if rpm > 0 or tpm > 0 then redis.call('PEXPIRE', KEYS[1], num(ttl + 60000)) end
-if slot and conc > 0 then
-  redis.call('ZADD', KEYS[2], num(nowms + lease), id)
-  redis.call('PEXPIRE', KEYS[2], num(lease * 2))
+if slot == 1 then
+  fields[#fields + 1] = 'n'; fields[#fields + 1] = inUse + 1
 end
--- Amounts stay strings: Lua would print a number above 1e14 in exponent form.
 local held = {'0', '0', '0'}
-if mode == 1 then held = {ARGV[15], ARGV[16], ARGV[17]} end
-for i = 1, 3 do
-  if held[i] ~= '0' then redis.call('HINCRBY', bk, fields[i], held[i]) end
+if mode == 1 then
+  held = {ARGV[15], ARGV[16], ARGV[17]}
+  for i = 1, 3 do
+    if held[i] ~= '0' then
+      committed[i] = committed[i] + tonumber(held[i])
+      budgetFields[#budgetFields + 1] = cf[i]; budgetFields[#budgetFields + 1] = num(committed[i])
+    end
+  end
 end
-if period == 0 then redis.call('EXPIRE', bk, 3 * 86400)
-elseif period == 1 then redis.call('EXPIRE', bk, 40 * 86400) end
-redis.call('HSET', KEYS[3], id, held[1] .. ' ' .. held[2] .. ' ' .. held[3] .. ' ' .. ps)
-redis.call('ZADD', KEYS[4], num(nowms + lease), id)
-redis.call('PEXPIRE', KEYS[3], num(lease * 2 + 3600000))
-redis.call('PEXPIRE', KEYS[4], num(lease * 2 + 3600000))
-return reply(0, 0, 0)
+local member = ''
+if ARGV[22] == '1' then
+  member = id .. ' ' .. slot .. ' ' .. held[1] .. ' ' .. held[2] .. ' ' .. held[3] .. ' ' .. ps
+  redis.call('ZADD', KEYS[2], num(nowms + lease), member)
+end
+return finish(0, 0, 0, member)
 )LUA";
 
-// The spend of one request into the current period; returns the share of a
-// cap now spent when this carried spend across 80 % of it (parts per million),
-// else -1.
+// Adds one request's cost to the current period's budget hash (read once,
+// written once). `heldIn`: the period its hold was taken in, whose
+// committed figures give the hold back (nil for none). Returns the share
+// of a cap now spent when this carried spend across 80 % of it (parts per
+// million), else -1.
 constexpr std::string_view kSpend = R"LUA(
-local function spend(bkPrefix, period, amounts, caps)
+local function spend(period, amounts, caps, held, heldIn)
   local ps = pstart(period)
-  local bk = bkPrefix .. ps
-  local before = redis.call('HMGET', bk, 'su', 'si', 'so')
-  local sf, cf = {'su', 'si', 'so'}, {'cu', 'ci', 'co'}
+  local bk = KEYS[3] .. ps
+  local sameHold = heldIn ~= nil and tonumber(heldIn) == ps
+  if heldIn ~= nil and not sameHold then
+    local old = KEYS[3] .. heldIn
+    for i = 1, 3 do
+      if held[i] ~= '0' then redis.call('HINCRBY', old, cf[i], '-' .. held[i]) end
+    end
+  end
+  local b = redis.call('HMGET', bk, 'su', 'si', 'so', 'cu', 'ci', 'co')
+  local out = {}
   local crossed = -1
   for i = 1, 3 do
     local a = tonumber(amounts[i])
-    if a > 0 then
-      redis.call('HINCRBY', bk, sf[i], amounts[i])
-      redis.call('HINCRBY', bk, cf[i], amounts[i])
-      local cap = caps[i]
-      local b = tonumber(before[i] or 0)
-      if cap > 0 and b < 0.8 * cap and b + a >= 0.8 * cap then
-        crossed = math.max(crossed, math.floor((b + a) * 1000000 / cap))
+    local h = sameHold and tonumber(held[i]) or 0
+    if a ~= 0 or h ~= 0 then
+      local before = tonumber(b[i] or 0)
+      local after = before + a
+      out[#out + 1] = sf[i]; out[#out + 1] = num(after)
+      out[#out + 1] = cf[i]; out[#out + 1] = num(tonumber(b[i + 3] or 0) + a - h)
+      local cap = tonumber(caps[i])
+      if cap > 0 and a > 0 and before < 0.8 * cap and after >= 0.8 * cap then
+        crossed = math.max(crossed, math.floor(after * 1000000 / cap))
       end
     end
   end
-  if period == 0 then redis.call('EXPIRE', bk, 3 * 86400)
-  elseif period == 1 then redis.call('EXPIRE', bk, 40 * 86400) end
+  if #out > 0 then
+    redis.call('HSET', bk, unpack(out))
+    -- A period's first spend gives its hash an expiry (admissions refresh it).
+    if not b[1] and not b[4] then expireBudget(bk, period) end
+  end
   return crossed
 end
 )LUA";
 
-// KEYS: as admit. ARGV: 1 lease id, 2 reserved tokens, 3 used tokens, 4 tpm,
-// 5 tpm burst, 6 period, 7-9 cost usd (nano) / input / output, 10-12 caps.
+// ARGV: 1 the lease's member (or "?<id>": find it, for an admission whose
+// answer never came), 2 reserved tokens, 3 used tokens, 4 tpm, 5 tpm burst,
+// 6 period, 7-9 cost usd (nano) / input / output, 10-12 caps, 13 budget
+// (0/1: whether the key has one).
 // Reply: {applied (0/1), crossed ppm or -1}
 constexpr std::string_view kSettle = R"LUA(
-local id = ARGV[1]
-redis.call('ZREM', KEYS[2], id)
-local h = redis.call('HGET', KEYS[3], id)
-if not h or h == 'c' then return {0, -1} end
-redis.call('HDEL', KEYS[3], id)
-redis.call('ZREM', KEYS[4], id)
-local p = split(h)
-if p[1] ~= 'x' then
-  local bk = KEYS[5] .. p[4]
-  local cf = {'cu', 'ci', 'co'}
-  for i = 1, 3 do
-    if p[i] ~= '0' then redis.call('HINCRBY', bk, cf[i], '-' .. p[i]) end
+local member = ARGV[1]
+if string.sub(member, 1, 1) == '?' then
+  local id = string.sub(member, 2) .. ' '
+  member = nil
+  for _, m in ipairs(redis.call('ZRANGE', KEYS[2], 0, -1)) do
+    if string.sub(m, 1, #id) == id then member = m break end
   end
+  if not member then return {0, -1} end
 end
+local tomb = false
+if redis.call('ZREM', KEYS[2], member) == 0 then
+  if redis.call('ZREM', KEYS[2], 'x ' .. member) == 0 then return {0, -1} end
+  tomb = true  -- its slot and hold went back when the lease expired
+end
+local p = split(member)
+local fields = {}
 local reserved, used = tonumber(ARGV[2]), tonumber(ARGV[3])
 local tpm, tcap = tonumber(ARGV[4]), tonumber(ARGV[5])
-if tpm > 0 and reserved ~= used then
-  local st = redis.call('HMGET', KEYS[1], 'tq', 'tt')
-  local v = level(st[1], st[2], tcap, tpm) + reserved - used
-  if v > tcap then v = tcap end
-  redis.call('HSET', KEYS[1], 'tq', num(v), 'tt', now)
-  redis.call('PEXPIRE', KEYS[1], num(math.ceil(waitFor(v, tcap, tpm) / 1000) + 60000))
+local freeSlot = not tomb and p[2] == '1'
+if freeSlot or (tpm > 0 and reserved ~= used) then
+  local st = redis.call('HMGET', KEYS[1], 'n', 'tq', 'tt')
+  if freeSlot then
+    local n = tonumber(st[1] or 1) - 1
+    if n < 0 then n = 0 end
+    fields[#fields + 1] = 'n'; fields[#fields + 1] = n
+  end
+  if tpm > 0 and reserved ~= used then
+    local v = level(st[2], st[3], tcap, tpm) + reserved - used
+    if v > tcap then v = tcap end
+    fields[#fields + 1] = 'tq'; fields[#fields + 1] = num(v)
+    fields[#fields + 1] = 'tt'; fields[#fields + 1] = num(now)
+  end
+  redis.call('HSET', KEYS[1], unpack(fields))
 end
-local crossed = spend(KEYS[5], tonumber(ARGV[6]), {ARGV[7], ARGV[8], ARGV[9]},
-                      {tonumber(ARGV[10]), tonumber(ARGV[11]), tonumber(ARGV[12])})
+local crossed = -1
+if ARGV[13] == '1' then
+  local held = {p[3], p[4], p[5]}
+  crossed = spend(tonumber(ARGV[6]), {ARGV[7], ARGV[8], ARGV[9]}, {ARGV[10], ARGV[11], ARGV[12]},
+                  held, (not tomb) and p[6] or nil)
+end
 return {1, crossed}
 )LUA";
 
-// KEYS: 3 ledger, 4 lease expiries, 5 budget prefix (1-2 unused, kept for
-// the same key layout). ARGV: 1 id, 2 period, 3-5 cost, 6-8 caps.
+// ARGV: 1 id, 2 period, 3-5 cost, 6-8 caps.
 constexpr std::string_view kCharge = R"LUA(
-local id = ARGV[1]
-if redis.call('HSETNX', KEYS[3], id, 'c') == 0 then return {0, -1} end
-redis.call('ZADD', KEYS[4], num(nowms + 3600000), id)
-redis.call('PEXPIRE', KEYS[3], 7200000)
-redis.call('PEXPIRE', KEYS[4], 7200000)
-local crossed = spend(KEYS[5], tonumber(ARGV[2]), {ARGV[3], ARGV[4], ARGV[5]},
-                      {tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])})
+if redis.call('ZADD', KEYS[2], 'NX', num(nowms + 3600000), 'c ' .. ARGV[1]) == 0 then
+  return {0, -1}
+end
+local crossed = spend(tonumber(ARGV[2]), {ARGV[3], ARGV[4], ARGV[5]},
+                      {ARGV[6], ARGV[7], ARGV[8]}, {'0', '0', '0'}, nil)
 return {1, crossed}
 )LUA";
 
@@ -276,13 +350,17 @@ end
 return raised
 )LUA";
 
-// KEYS: 2 slots, 4 lease expiries (others unused). ARGV: 1 id, 2 lease ms.
+// KEYS: 1 the key's hash, 2 its leases. ARGV: 1 the lease's member, 2 lease
+// ms. Keeps the key's state from expiring while the request runs.
 constexpr std::string_view kRenew = R"LUA(
 local t = redis.call('TIME')
-local until_ms = string.format('%.17g', math.floor(tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000)
-                                         + tonumber(ARGV[2]))
-redis.call('ZADD', KEYS[2], 'XX', until_ms, ARGV[1])
-redis.call('ZADD', KEYS[4], 'XX', until_ms, ARGV[1])
+local ms = math.floor(tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000)
+local lease = tonumber(ARGV[2])
+redis.call('ZADD', KEYS[2], 'XX', string.format('%.17g', ms + lease), ARGV[1])
+redis.call('PEXPIRE', KEYS[2], string.format('%.17g', lease * 2 + 3720000))
+if redis.call('PTTL', KEYS[1]) < lease * 2 then
+  redis.call('PEXPIRE', KEYS[1], string.format('%.17g', lease * 2 + 120000))
+end
 return 1
 )LUA";
 
