@@ -18,7 +18,9 @@ Key parseKeyJson(std::string_view json, const Config& context, const std::string
   if (!root.isMap()) root.fail("must be a JSON object with the key's settings");
   const detail::Catalog catalog = detail::catalogOf(context.upstreams, context.mcp);
   try {
-    return detail::readKey(root, catalog);
+    Key key = detail::readKey(root, catalog);
+    if (std::string why = residencyProblem(context, &key); !why.empty()) root.fail(why);
+    return key;
   } catch (const YAML::Exception& e) {
     detail::throwAt(source, e.mark, "", "unexpected YAML error: " + e.msg);
   }
@@ -84,6 +86,10 @@ std::string keyToJson(const Key& k) {
       appendList(out, tools);
     }
     out += '}';
+  }
+  if (!k.regions.empty()) {
+    out += ",\"regions\":";
+    appendList(out, k.regions);
   }
   out += '}';
   return out;

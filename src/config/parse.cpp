@@ -28,7 +28,7 @@ Config readDocument(const Value& root, const std::string& sourceName) {
   const MapView top =
       root.map({"server", "admin", "keys", "upstreams", "retry", "timeouts", "routes", "prices",
                 "currency", "mcp", "default_max_tokens", "state_dir", "log", "metrics",
-                "forward_headers", "cluster"});
+                "forward_headers", "cluster", "routing"});
   Config c;
   c.sourcePath = sourceName;
 
@@ -66,6 +66,21 @@ Config readDocument(const Value& root, const std::string& sourceName) {
   top.with("log", [&](const Value& v) { c.log = detail::readLog(v); });
   top.with("metrics", [&](const Value& v) { c.metrics = detail::readMetrics(v); });
   top.with("cluster", [&](const Value& v) { c.cluster = detail::readCluster(v); });
+  top.with("routing", [&](const Value& v) { c.routing = detail::readRouting(v); });
+  // Residency: every model a key may use keeps at least one upstream it may use.
+  for (const auto& [model, route] : c.routes) {
+    if (std::string why = residencyProblem(c, nullptr, model); !why.empty())
+      top.find("routes")->freeMap().find(model)->map({"fallback_models", "strategy", "regions"})
+          .require("regions").fail(why);
+  }
+  for (std::size_t i = 0; i < c.keys.size(); ++i) {
+    if (std::string why = residencyProblem(c, &c.keys[i]); !why.empty()) {
+      const std::vector<Value> items = top.find("keys")->list();
+      const MapView km = items[i].map({"name", "sha256", "models", "limits", "budget",
+                                       "mcp_servers", "mcp_tools", "regions"});
+      (km.find("regions") ? *km.find("regions") : items[i]).fail(why);
+    }
+  }
   top.with("default_max_tokens",
            [&](const Value& v) { c.defaultMaxTokens = v.unsignedInt<std::uint64_t>(1); });
   top.with("state_dir", [&](const Value& v) { c.stateDir = v.string(); });

@@ -123,7 +123,7 @@ std::string readOrigin(const Value& v) {
 Key readKey(const Value& v, const Catalog& catalog) {
   Key k;
   const MapView m =
-      v.map({"name", "sha256", "models", "limits", "budget", "mcp_servers", "mcp_tools"});
+      v.map({"name", "sha256", "models", "limits", "budget", "mcp_servers", "mcp_tools", "regions"});
   k.name = readName(m.require("name"));
   k.sha256 = readSha256(m.require("sha256"));
   m.with("models", [&](const Value& x) {
@@ -152,6 +152,7 @@ Key readKey(const Value& v, const Catalog& catalog) {
   m.with("mcp_servers", [&](const Value& x) {
     k.mcpServers = readReferences(x, catalog.mcpServers, "mcp.servers has no server named");
   });
+  m.with("regions", [&](const Value& x) { k.regions = readRegions(x); });
   return k;
 }
 

@@ -59,7 +59,7 @@ Upstream readUpstream(const Value& v) {
   Upstream u;
   const MapView m = v.map({"name", "base_url", "api_key", "weight", "models", "allow_insecure_http",
                            "ca_file", "max_concurrency", "rpm", "max_response_bytes", "max_event_bytes",
-                           "health"});
+                           "health", "region"});
   u.name = readName(m.require("name"));
   m.with("allow_insecure_http", [&](const Value& x) { u.allowInsecureHttp = x.boolean(); });
 
@@ -88,6 +88,7 @@ Upstream readUpstream(const Value& v) {
   m.with("max_event_bytes",
          [&](const Value& x) { u.maxEventBytes = x.unsignedInt<std::uint64_t>(1024, 1ull << 30); });
   m.with("health", [&](const Value& x) { u.health = readHealth(x); });
+  m.with("region", [&](const Value& x) { u.region = readRegion(x); });
   return u;
 }
 
@@ -120,7 +121,9 @@ std::map<std::string, Route> readRoutes(const Value& v, const Catalog& catalog) 
                              "models)");
     }
     Route r;
-    const MapView rm = entry.second.map({"fallback_models"});
+    const MapView rm = entry.second.map({"fallback_models", "strategy", "regions"});
+    rm.with("strategy", [&](const Value& x) { r.strategy = readStrategy(x); });
+    rm.with("regions", [&](const Value& x) { r.regions = readRegions(x); });
     rm.with("fallback_models", [&](const Value& x) {
       for (const Value& item : x.list()) {
         std::string fallback = readModelId(item);

@@ -31,6 +31,12 @@ Timeouts readTimeouts(const Value& v);
 Retry readRetry(const Value& v);
 Currency readCurrency(const Value& v);
 Cluster readCluster(const Value& v);
+Routing readRouting(const Value& v);
+Strategy readStrategy(const Value& v);
+// A region label: 1-64 of [A-Za-z0-9._-] (it becomes a metric label).
+std::string readRegion(const Value& v);
+// A list of region labels, no repeats, at least one.
+std::vector<std::string> readRegions(const Value& v);
 // Fills `url` from redis[s]://[[user]:password@]host[:port][/db]; returns why
 // the text is refused ("" when accepted), never quoting it.
 std::string parseRedisUrl(std::string_view text, RedisUrl& url);

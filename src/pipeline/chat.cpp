@@ -5,6 +5,7 @@
 #include "relay/pipeline/chat.hpp"
 
 #include <charconv>
+#include <cstdio>
 
 #include "chat_forward.hpp"
 #include "chat_record.hpp"
@@ -28,6 +29,18 @@ unsigned hopsOf(const Headers& headers) {
 void addOutcomeHeaders(Headers& h, const Forwarded& f, const ChatRecord& record,
                        const Snapshot& snap) {
   h.add("x-relay-attempts", std::to_string(record.attempts));
+  if (f.response || f.answeredBy) {
+    const std::string& region = snap.catalog.upstreams()[f.upstream].config->region;
+    if (!region.empty()) h.add("x-relay-region", region);
+  }
+  if (f.response && snap.config.routing.debugHeader) {
+    // Why this upstream (routing.debug_header; off by default).
+    char score[32];
+    std::snprintf(score, sizeof score, "%.3f", f.score);
+    h.add("x-relay-route", std::string("strategy=") + std::string(upstream::strategyName(f.strategy)) +
+                               "; upstream=" + snap.catalog.upstreams()[f.upstream].name +
+                               "; score=" + score + (f.explored ? "; explored" : ""));
+  }
   if (f.response) {
     h.add("x-relay-upstream", snap.catalog.upstreams()[f.upstream].name);
     if (f.route != record.plan->route) h.add("x-relay-fallback-model", f.route->model);

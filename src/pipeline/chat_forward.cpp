@@ -127,9 +127,46 @@ class Forwarder {
  private:
   bool allFailed(const upstream::ModelRoute& route) const {
     for (std::size_t u : route.upstreams) {
-      if (!history_.tried(u)) return false;
+      if (!history_.tried(u) && !history_.excluded(u)) return false;
     }
     return true;
+  }
+
+  // Data residency: the upstreams of `route` outside the regions the key
+  // (keys[].regions) and the model (routes.MODEL.regions) allow are barred
+  // for it — retries, failover and fallback models included.
+  void barOutsideRegions(const upstream::ModelRoute& route) {
+    history_.clearBars();
+    const std::vector<std::string>& keyRegions = req_.plan.tenant->config->regions;
+    auto it = snap_.config.routes.find(route.model);
+    const std::vector<std::string> none;
+    const std::vector<std::string>& routeRegions =
+        it != snap_.config.routes.end() ? it->second.regions : none;
+    if (keyRegions.empty() && routeRegions.empty()) return;
+    auto allows = [](const std::vector<std::string>& list, const std::string& region) {
+      return list.empty() || std::find(list.begin(), list.end(), region) != list.end();
+    };
+    for (std::size_t u : route.upstreams) {
+      const std::string& region = snap_.catalog.upstreams()[u].config->region;
+      if (region.empty() || !allows(keyRegions, region) || !allows(routeRegions, region)) {
+        history_.bar(u);
+        if (residencyRule_.empty()) {
+          residencyRule_ = !keyRegions.empty()
+                               ? "key '" + req_.plan.tenant->name + "' is kept to regions " +
+                                     joinRegions(keyRegions) + " (keys[].regions)"
+                               : "model '" + route.model + "' is kept to regions " +
+                                     joinRegions(routeRegions) + " (routes." + route.model +
+                                     ".regions)";
+        }
+      }
+    }
+  }
+
+  static std::string joinRegions(const std::vector<std::string>& regions) {
+    std::string out;
+    for (const std::string& r : regions)
+      out += (out.empty() ? "" : ", ") + r;
+    return out;
   }
 
   bool exhausted() const {
@@ -149,14 +186,18 @@ class Forwarder {
   net::Task<std::optional<Forwarded>> tryModel(const upstream::ModelRoute& route,
                                                bool fallbackLeft) {
     upstream::UpstreamStates& states = *snap_.upstreamStates;
+    barOutsideRegions(route);
     while (!exhausted()) {
       if (fallbackLeft && allFailed(route)) co_return std::nullopt;
       auto now = SteadyClock::now();
-      upstream::SmoothWeightedSelector* selector = worker_.selector(snap_, route.index);
-      upstream::SmoothWeightedSelector fallbackSelector = fallbackFor(route);
-      upstream::PickResult pick =
-          upstream::pickUpstream(states, selector ? *selector : fallbackSelector, route.upstreams,
-                                 history_, history_.attempts() > 0, now);
+      upstream::Balancer* balancer = worker_.balancer(snap_, route.index);
+      std::optional<upstream::Balancer> oneOff;
+      if (!balancer) balancer = &oneOff.emplace(fallbackFor(route));
+      upstream::PickResult pick = upstream::pickUpstream(states, *balancer, route.upstreams,
+                                                         history_, history_.attempts() > 0, now);
+      lastStrategy_ = balancer->strategy();
+      lastScore_ = balancer->lastScore();
+      lastExplored_ = balancer->lastExplored();
       if (!pick.lease) {
         if (pick.refusal == upstream::PickRefusal::kFull) {
           if (now < queueDeadline_) {  // wait for room, boundedly
@@ -198,6 +239,10 @@ class Forwarder {
         RelayEvent e = event("request.routed");
         e.model = route.model;
         e.upstream = snap_.catalog.upstreams()[lease.upstream].name;
+        e.region = snap_.catalog.upstreams()[lease.upstream].config->region;
+        e.strategy = upstream::strategyName(lastStrategy_);
+        e.score = lastScore_;
+        if (lastExplored_) e.reason = "exploration";
         e.attempt = history_.attempts();
         snap_.publish(e);
       }
@@ -272,6 +317,14 @@ class Forwarder {
     std::unique_ptr<upstream::ResponseStream> resp = co_await req_.clients.send(u, out, d, failure);
     auto headAt = SteadyClock::now();
     req_.record.addWait(headAt - sent);
+    // least_latency learns from every attempt: its first-byte time, or the
+    // first-byte timeout for one that failed to answer.
+    if (resp) {
+      worker_.observeLatency(snap_, u, std::chrono::duration<double, std::milli>(headAt - sent).count(),
+                             headAt);
+    } else if (failure.kind != FailureKind::kCancelled) {
+      worker_.observeLatency(snap_, u, static_cast<double>(t.firstByteMs), headAt);
+    }
     req_.record.upstreamUs =
         std::chrono::duration_cast<std::chrono::microseconds>(headAt - sent).count();
     std::uint64_t ejectionsBefore = state.health().ejectionsTotal();
@@ -307,6 +360,9 @@ class Forwarder {
       f.lease = std::move(lease);
       f.upstream = u;
       f.route = &route;
+      f.strategy = lastStrategy_;
+      f.score = lastScore_;
+      f.explored = lastExplored_;
       co_return f;
     } else {
       std::string body;
@@ -376,8 +432,28 @@ class Forwarder {
     return e;
   }
 
-  // The answer when no attempt succeeded.
+  // The answer when no attempt succeeded. Under a residency rule, a failure
+  // to serve is a 503 that names the rule: the upstreams it keeps out were
+  // never an option.
   ErrorAnswer finalAnswer() {
+    ErrorAnswer e = unrestrictedAnswer();
+    if (residencyRule_.empty() || e.status < 500) return e;
+    std::string what;
+    for (const Tried& t : tried_)
+      what += (what.empty() ? "" : "; ") + t.upstream + ": " + t.what;
+    ErrorAnswer r = gatewayError(
+        503,
+        "No upstream this request may use could serve the model '" + req_.plan.route->model +
+            "': " + residencyRule_ + ", and upstreams in other regions are never used for it" +
+            (what.empty() ? std::string(" (none of the allowed ones is available)")
+                          : " (tried: " + what + ")") +
+            ". Retry later, or ask the gateway's operator about the allowed regions.",
+        "server_error", "residency_unavailable");
+    r.headers.add("retry-after", "1");
+    return r;
+  }
+
+  ErrorAnswer unrestrictedAnswer() {
     const std::string& model = req_.plan.route->model;
     if (tried_.empty()) {
       if (full_) {
@@ -444,13 +520,14 @@ class Forwarder {
     return e;
   }
 
-  // A one-off selector for a route the worker has no selector for (a reload
-  // raced this request): plain weights, no shared state.
-  static upstream::SmoothWeightedSelector fallbackFor(const upstream::ModelRoute& route) {
+  // A one-off balancer for a route the worker has none for (a reload raced
+  // this request): plain weights, no shared state.
+  static upstream::Balancer fallbackFor(const upstream::ModelRoute& route) {
     std::vector<std::uint32_t> weights;
     for (const auto& c : route.candidates)
       weights.push_back(c.weight);
-    return upstream::SmoothWeightedSelector(std::move(weights));
+    return upstream::Balancer(config::Strategy::kWeighted, std::move(weights), route.upstreams, 0,
+                              nullptr, nullptr, randomBits());
   }
 
   net::Task<void> sleepUntil(SteadyClock::time_point when) {
@@ -464,6 +541,10 @@ class Forwarder {
   const Snapshot& snap_;
   ForwardRequest& req_;
   upstream::AttemptHistory history_;
+  std::string residencyRule_;  // set when residency barred some upstream
+  config::Strategy lastStrategy_ = config::Strategy::kWeighted;
+  double lastScore_ = 0;
+  bool lastExplored_ = false;
   std::vector<Tried> tried_;
   Headers forwardHeaders_;
   std::string body_;

@@ -31,6 +31,10 @@ struct Forwarded {
   const upstream::ModelRoute* route = nullptr;  // the model that answered
   std::optional<ErrorAnswer> error;             // set when there is no response
   bool answeredBy = false;  // error: an upstream's own answer (`upstream` says which)
+  // How the answering upstream was chosen (x-relay-route, events).
+  config::Strategy strategy = config::Strategy::kWeighted;
+  double score = 0;
+  bool explored = false;
 };
 
 struct ForwardRequest {

@@ -60,6 +60,7 @@ void ChatRecord::settle() {
   }
   if (upstream) {
     r.upstream = snapshot_.catalog.upstreams()[*upstream].name;
+    r.region = snapshot_.catalog.upstreams()[*upstream].config->region;
     r.upstreamId = static_cast<std::uint32_t>(*upstream);
   }
   r.nodeId = snapshot_.telemetry->labels().nodeId(exchange_.head.headers.get("x-node-id"));
@@ -140,6 +141,7 @@ void ChatRecord::publishFinished(const telemetry::RequestRecord& r,
   e.node = nodeHeader();
   e.model = r.fallbackModel.empty() ? r.model : r.fallbackModel;
   e.upstream = r.upstream;
+  e.region = r.region;
   e.status = r.status;
   e.reason = r.errorCode;
   e.attempt = r.attempts;

@@ -1,5 +1,7 @@
 #include "relay/pipeline/worker.hpp"
 
+#include <random>
+
 #include "relay/pipeline/mcp.hpp"
 
 namespace relay::pipeline {
@@ -28,14 +30,18 @@ bool sameEndpoints(const Snapshot& a, const Snapshot& b) {
 
 Worker::Worker(std::shared_ptr<const Snapshot> snapshot)
     : snapshot_(std::move(snapshot)), clients_(makePool(*snapshot_)) {
-  rebuildSelectors();
+  latency_.resize(snapshot_->catalog.upstreams().size());
+  rebuildBalancers();
   mcp_ = makeMcpUpstreams(snapshot_->config.mcp, nullptr);
 }
 
 void Worker::setSnapshot(std::shared_ptr<const Snapshot> snapshot) {
-  if (!sameEndpoints(*snapshot_, *snapshot)) clients_ = makePool(*snapshot);
+  if (!sameEndpoints(*snapshot_, *snapshot)) {
+    clients_ = makePool(*snapshot);
+    latency_.assign(snapshot->catalog.upstreams().size(), upstream::PeakEwma());
+  }
   snapshot_ = std::move(snapshot);
-  rebuildSelectors();
+  rebuildBalancers();
   // Keeps the MCP client pool when the instance URLs did not change.
   mcp_ = makeMcpUpstreams(snapshot_->config.mcp, mcp_.get());
 }
@@ -53,13 +59,20 @@ void Worker::abortStreams() {
     s->abort();
 }
 
-void Worker::rebuildSelectors() {
-  selectors_.clear();
+void Worker::rebuildBalancers() {
+  balancers_.clear();
+  const config::Config& cfg = snapshot_->config;
+  std::random_device seed;
   for (const auto& route : snapshot_->catalog.routes()) {
     std::vector<std::uint32_t> weights;
     for (const auto& c : route.candidates)
       weights.push_back(c.weight);
-    selectors_.emplace_back(std::move(weights));
+    auto it = cfg.routes.find(route.model);
+    const config::Strategy strategy =
+        it != cfg.routes.end() && it->second.strategy ? *it->second.strategy : cfg.routing.strategy;
+    balancers_.emplace_back(strategy, std::move(weights), route.upstreams, cfg.routing.exploration,
+                            &latency_, snapshot_->upstreamStates.get(),
+                            (static_cast<std::uint64_t>(seed()) << 32) | seed());
   }
 }
 

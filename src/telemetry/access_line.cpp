@@ -152,6 +152,8 @@ void appendAccessLine(std::string& out, const RequestRecord& r, const Settlement
   appendTextOrNull(out, r.model);
   out.append(",\"upstream\":");
   appendTextOrNull(out, r.upstream);
+  out.append(",\"region\":");
+  appendTextOrNull(out, r.region);
   out.append(",\"node\":");
   appendTextOrNull(out, nodeLabel == kNoneLabel ? std::string_view() : nodeLabel);
   out.append(",\"status\":");

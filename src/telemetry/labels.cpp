@@ -43,6 +43,7 @@ LabelSpace::LabelSpace(const config::Config& cfg, std::vector<std::string> nodeI
   std::set<std::string> models;  // sorted and unique, as upstream::Catalog orders its routes
   for (const config::Upstream& u : cfg.upstreams) {
     upstreams_.push_back(u.name);
+    regions_.push_back(u.region.empty() ? std::string(kNoneLabel) : u.region);
     for (const auto& entry : u.models)
       models.insert(entry.first);
   }

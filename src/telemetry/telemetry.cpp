@@ -152,16 +152,20 @@ const Telemetry::Series& Telemetry::seriesFor(const RequestRecord& r) {
     detail::Families& f = metrics_.families();
     const std::string keyL = str(labels_.keyLabel(key)), modelL = str(labels_.modelLabel(model)),
                       upL = str(labels_.upstreamLabel(upstream)),
-                      nodeL = str(labels_.nodeLabel(node));
+                      nodeL = str(labels_.nodeLabel(node)),
+                      regionL = str(labels_.regionLabel(upstream));
     Series out;
     out.requests = &f.requests.Add({{"key", keyL},
                                     {"model", modelL},
                                     {"upstream", upL},
+                                    {"region", regionL},
                                     {"code", statusLabel(r.status)},
                                     {"node", nodeL}});
-    // Per swarm node too (the bounded node label): p50/p95/p99 per node.
-    out.duration = &f.duration.Add({{"model", modelL}, {"node", nodeL}}, f.latency);
-    out.ttft = &f.ttft.Add({{"model", modelL}, {"node", nodeL}}, f.latency);
+    // Per swarm node too (the bounded node label): p50/p95/p99 per node, and
+    // per region of the answering upstream.
+    out.duration =
+        &f.duration.Add({{"model", modelL}, {"node", nodeL}, {"region", regionL}}, f.latency);
+    out.ttft = &f.ttft.Add({{"model", modelL}, {"node", nodeL}, {"region", regionL}}, f.latency);
     out.durationWindow = &f.durationWindow.add({{"model", modelL}, {"node", nodeL}});
     out.ttftWindow = &f.ttftWindow.add({{"model", modelL}, {"node", nodeL}});
     if (upstream == kNone) return out;  // no tokens, cost or upstream latency without one

@@ -53,11 +53,10 @@ struct Tally {
   }
 };
 
-}  // namespace
-
-PickResult pickUpstream(UpstreamStates& states, SmoothWeightedSelector& selector,
-                        std::span<const std::size_t> candidates, const AttemptHistory& history,
-                        bool retry, SteadyTime now) {
+template <class Choose>
+PickResult pickWith(UpstreamStates& states, Choose&& choose,
+                    std::span<const std::size_t> candidates, const AttemptHistory& history,
+                    bool retry, SteadyTime now) {
   PickResult result;
   Tally tally;
   const std::size_t n = candidates.size();
@@ -81,7 +80,7 @@ PickResult pickUpstream(UpstreamStates& states, SmoothWeightedSelector& selector
       eligible[i] = !history.excluded(u) && history.tried(u) == secondPass &&
                     states[u].health().eligible(now);
     }
-    for (int p; (p = selector.pick(std::span<const bool>(eligible.get(), n))) >= 0;) {
+    for (int p; (p = choose(std::span<const bool>(eligible.get(), n))) >= 0;) {
       if (tryCandidate(static_cast<std::size_t>(p), false)) return result;
       eligible[static_cast<std::size_t>(p)] = false;
     }
@@ -99,6 +98,24 @@ PickResult pickUpstream(UpstreamStates& states, SmoothWeightedSelector& selector
                                   : PickRefusal::kNoCandidate;
   result.retryAt = tally.retryAt;
   return result;
+}
+
+}  // namespace
+
+PickResult pickUpstream(UpstreamStates& states, SmoothWeightedSelector& selector,
+                        std::span<const std::size_t> candidates, const AttemptHistory& history,
+                        bool retry, SteadyTime now) {
+  return pickWith(
+      states, [&](std::span<const bool> eligible) { return selector.pick(eligible); }, candidates,
+      history, retry, now);
+}
+
+PickResult pickUpstream(UpstreamStates& states, Balancer& balancer,
+                        std::span<const std::size_t> candidates, const AttemptHistory& history,
+                        bool retry, SteadyTime now) {
+  return pickWith(
+      states, [&](std::span<const bool> eligible) { return balancer.pick(eligible, now); },
+      candidates, history, retry, now);
 }
 
 }  // namespace relay::upstream

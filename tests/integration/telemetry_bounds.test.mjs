@@ -167,6 +167,7 @@ describe('label values are bounded by the config', () => {
       key: ['full', 'limited', 'none'],
       model: [...ALL_MODELS, 'none'],
       upstream: ['holysheep', 'moonshot', 'none'],
+      region: ['none'],  // upstreams[].region (none configured here)
       node: [...NODE_IDS, 'other', 'none'],
       direction: ['input', 'cached', 'output'],
       kind: ['upstream', 'model'],
@@ -358,7 +359,7 @@ describe('the access log', () => {
     const oneOf = (v, types) => types.some((t) => isType(v, t));
     const FIELDS = {
       time: ['string'], request_id: ['string'], key: ['string', 'null'], model: ['string', 'null'],
-      upstream: ['string', 'null'], node: ['string', 'null'], status: ['int'], attempts: ['int'],
+      upstream: ['string', 'null'], region: ['string', 'null'], node: ['string', 'null'], status: ['int'], attempts: ['int'],
       duration_ms: ['number'], ttft_ms: ['number', 'null'], upstream_ms: ['number', 'null'],
       prompt_tokens: ['int'], cached_tokens: ['int'], completion_tokens: ['int'], usage_estimated: ['boolean'],
       cost_usd: ['number'], priced: ['boolean'], error_code: ['string', 'null'], fallback_model: ['string', 'null'],

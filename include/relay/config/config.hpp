@@ -105,6 +105,9 @@ struct Key {
   // Per MCP server, the tools this key may call (tools/call); a server not
   // listed here allows every tool.
   std::map<std::string, std::vector<std::string>> mcpTools;
+  // Data residency: only upstreams whose region is listed may serve this key
+  // (retries, failover and fallback models included). Empty = any upstream.
+  std::vector<std::string> regions;
 };
 
 struct Health {
@@ -127,6 +130,7 @@ struct Upstream {
   std::uint64_t maxResponseBytes = 64u << 20;  // non-streamed and error bodies: 502 beyond this
   std::uint64_t maxEventBytes = 1u << 20;      // one SSE event of a stream: an error event beyond
   Health health;
+  std::string region;  // where it serves from (free text, e.g. "eu-fra"); "" = unlabelled
 };
 
 struct Backoff {
@@ -158,8 +162,21 @@ struct Timeouts {
   std::uint32_t queueMs = 5'000;
 };
 
+// How a model's upstreams are chosen among (docs/configuration.md "routing").
+enum class Strategy { kWeighted, kLeastLatency, kLeastInFlight };
+
 struct Route {
   std::vector<std::string> fallbackModels;
+  std::optional<Strategy> strategy;  // unset: routing.strategy
+  // Only upstreams in these regions serve this model (with a key's own
+  // regions, both must allow). Empty = any.
+  std::vector<std::string> regions;
+};
+
+struct Routing {
+  Strategy strategy = Strategy::kWeighted;  // for models without routes.MODEL.strategy
+  double exploration = 0.05;  // least_latency: share of picks made by weight alone
+  bool debugHeader = false;   // x-relay-route on responses: strategy, upstream, score
 };
 
 struct Price {
@@ -239,6 +256,7 @@ struct Config {
   Currency currency;
   Mcp mcp;
   Cluster cluster;
+  Routing routing;
   std::uint64_t defaultMaxTokens = 4096;  // token reservation when a request sets none
   // Caller fields forwarded upstream beyond the built-in allow-list: names,
   // or prefixes ending in '*' (lowercase).

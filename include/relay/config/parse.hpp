@@ -36,6 +36,12 @@ Config loadConfigFile(const std::string& path, const EnvLookup& env = processEnv
 // servers it may name). Throws ConfigError "SOURCE:LINE:COLUMN: PATH: message".
 Key parseKeyJson(std::string_view json, const Config& context, const std::string& sourceName);
 
+// Data residency (keys[].regions, routes.MODEL.regions): why `key` is left
+// without any upstream it may use for some model it may use — or, with
+// `key` null, why the route of `model` has none — naming the model and the
+// upstreams' regions; "" when every model keeps one.
+std::string residencyProblem(const Config& cfg, const Key* key, std::string_view model = {});
+
 // The JSON object of a key's settings, in the shape parseKeyJson reads (with
 // its sha256; never the previous digests).
 std::string keyToJson(const Key& key);

@@ -9,7 +9,7 @@
 #include "relay/pipeline/key_gate.hpp"
 #include "relay/pipeline/snapshot.hpp"
 #include "relay/upstream/client.hpp"
-#include "relay/upstream/selector.hpp"
+#include "relay/upstream/balancer.hpp"
 
 namespace relay::pipeline {
 
@@ -29,10 +29,17 @@ class Worker {
   // Routes and client pool of the MCP servers; an exchange keeps the pointer
   // for its whole life (a reload replaces the worker's, never this one).
   std::shared_ptr<McpUpstreams> mcpUpstreams() const { return mcp_; }
-  // The selector of `route` in `snapshot`, or nullptr when this worker has
-  // moved on to a newer snapshot (a reload raced a request in flight).
-  upstream::SmoothWeightedSelector* selector(const Snapshot& snapshot, std::size_t route) {
-    return &snapshot == snapshot_.get() && route < selectors_.size() ? &selectors_[route] : nullptr;
+  // The balancer of `route` in `snapshot` (its strategy over its
+  // candidates), or nullptr when this worker has moved on to a newer
+  // snapshot (a reload raced a request in flight).
+  upstream::Balancer* balancer(const Snapshot& snapshot, std::size_t route) {
+    return &snapshot == snapshot_.get() && route < balancers_.size() ? &balancers_[route] : nullptr;
+  }
+  // A first-byte time (or a failure's penalty) of `upstream` in `snapshot`,
+  // for least_latency; ignored when the worker has moved on.
+  void observeLatency(const Snapshot& snapshot, std::size_t upstream, double ms,
+                      upstream::SteadyTime now) {
+    if (&snapshot == snapshot_.get() && upstream < latency_.size()) latency_[upstream].observe(ms, now);
   }
 
   // Where this worker's requests are admitted: the process's own limits
@@ -59,11 +66,12 @@ class Worker {
   bool shuttingDown() const { return shuttingDown_; }
 
  private:
-  void rebuildSelectors();
+  void rebuildBalancers();
 
   std::shared_ptr<const Snapshot> snapshot_;
   std::shared_ptr<upstream::ClientPool> clients_;
-  std::vector<upstream::SmoothWeightedSelector> selectors_;
+  std::vector<upstream::PeakEwma> latency_;  // per upstream, this worker's observations
+  std::vector<upstream::Balancer> balancers_;  // per route
   std::shared_ptr<McpUpstreams> mcp_;
   std::unique_ptr<KeyGate> gate_ = std::make_unique<LocalKeyGate>();
   std::unordered_set<upstream::ResponseStream*> streams_;

@@ -68,6 +68,9 @@ class LabelSpace {
   std::string_view keyLabel(std::uint32_t id) const { return label(keys_, id); }
   std::string_view modelLabel(std::uint32_t id) const { return label(models_, id); }
   std::string_view upstreamLabel(std::uint32_t id) const { return label(upstreams_, id); }
+  // The configured region of an upstream (upstreams[].region), "none" when
+  // it has none or for kNone: bounded by the config like every label.
+  std::string_view regionLabel(std::uint32_t upstreamId) const { return label(regions_, upstreamId); }
   std::string_view mcpServerLabel(std::uint32_t id) const { return label(mcpServers_, id); }
   std::string_view nodeLabel(std::uint32_t id) const;
 
@@ -102,6 +105,7 @@ class LabelSpace {
                                std::uint32_t id, std::string_view name);
 
   std::vector<std::string> keys_, models_, upstreams_, mcpServers_, nodeIds_;
+  std::vector<std::string> regions_;  // per upstream
   Index keyIndex_, modelIndex_, upstreamIndex_, mcpIndex_, nodeIndex_;
 };
 

@@ -19,6 +19,7 @@
 #include <span>
 #include <vector>
 
+#include "relay/upstream/balancer.hpp"
 #include "relay/upstream/selector.hpp"
 #include "relay/upstream/time.hpp"
 #include "relay/upstream/upstream_state.hpp"
@@ -35,14 +36,24 @@ class AttemptHistory {
   void recordAttempt(std::size_t upstream);
   // Never choose `upstream` again for this request.
   void exclude(std::size_t upstream);
+  // Not for the model being tried now (data residency: its region is not
+  // allowed); cleared for the next model, which may allow it.
+  void bar(std::size_t upstream) { marks_.at(upstream) |= kBarred; }
+  void clearBars() {
+    for (auto& m : marks_)
+      m &= static_cast<std::uint8_t>(~kBarred);
+  }
 
   unsigned attempts() const { return attempts_; }
   bool tried(std::size_t upstream) const { return (marks_.at(upstream) & kTried) != 0; }
-  bool excluded(std::size_t upstream) const { return (marks_.at(upstream) & kExcluded) != 0; }
+  bool excluded(std::size_t upstream) const {
+    return (marks_.at(upstream) & (kExcluded | kBarred)) != 0;
+  }
 
  private:
   static constexpr std::uint8_t kTried = 1;
   static constexpr std::uint8_t kExcluded = 2;
+  static constexpr std::uint8_t kBarred = 4;
   std::vector<std::uint8_t> marks_;
   unsigned attempts_ = 0;
 };
@@ -66,6 +77,10 @@ struct PickResult {
 // order `selector` was built with. `retry` is true for every attempt after the
 // request's first (any model): it spends the chosen upstream's retry budget.
 PickResult pickUpstream(UpstreamStates& states, SmoothWeightedSelector& selector,
+                        std::span<const std::size_t> candidates, const AttemptHistory& history,
+                        bool retry, SteadyTime now);
+// The same with a route's strategy (balancer.hpp) choosing among the eligible.
+PickResult pickUpstream(UpstreamStates& states, Balancer& balancer,
                         std::span<const std::size_t> candidates, const AttemptHistory& history,
                         bool retry, SteadyTime now);
 

@@ -151,7 +151,7 @@ TEST(ConfigErrors, UnknownKeyWithNothingCloseListsTheKnownKeys) {
             "retry_on, budget)");
   EXPECT_EQ(
       errorOf(withMinimal("routes:\n  kimi-k2: {fallback: [kimi-k2]}\n")),
-      "relay.yaml:8:13: routes.kimi-k2: unknown key 'fallback' (known keys: fallback_models)");
+      "relay.yaml:8:13: routes.kimi-k2: unknown key 'fallback' (known keys: fallback_models, strategy, regions)");
 }
 
 TEST(ConfigErrors, DuplicateKeys) {

@@ -95,7 +95,8 @@ TEST(AccessLine, HasEveryFieldWithTheRightValue) {
   EXPECT_EQ(j["fallback_model"], "kimi-k2-turbo");
   EXPECT_EQ(j["protocol"], "h2");
   EXPECT_EQ(j["stream"], true);
-  EXPECT_EQ(j.size(), 21u);
+  EXPECT_TRUE(j["region"].is_null());  // the test upstream has no region
+  EXPECT_EQ(j.size(), 22u);
 }
 
 TEST(AccessLine, AbsentValuesAreNull) {
@@ -287,7 +288,7 @@ TEST(AccessLog, ApiTakesNoHeadersOrKeys) {
   static_assert(!std::is_constructible_v<std::string_view, Headers>);
   RequestRecord r;
   auto& [requestId, keyName, keyId, model, modelId, fallbackModel, fallbackModelId, upstream,
-         upstreamId, nodeId, protocol, stream, status, attempts, durationUs, ttftUs, upstreamUs,
+         upstreamId, region, nodeId, protocol, stream, status, attempts, durationUs, ttftUs, upstreamUs,
          overheadUs, usage, usageEstimated, errorCode] = r;
   // Text: the gateway's request id, config names, and an error code. No other text.
   static_assert(std::is_same_v<decltype(requestId), std::string_view>);
@@ -295,6 +296,7 @@ TEST(AccessLog, ApiTakesNoHeadersOrKeys) {
   static_assert(std::is_same_v<decltype(model), std::string_view>);
   static_assert(std::is_same_v<decltype(fallbackModel), std::string_view>);
   static_assert(std::is_same_v<decltype(upstream), std::string_view>);
+  static_assert(std::is_same_v<decltype(region), std::string_view>);  // upstreams[].region
   static_assert(std::is_same_v<decltype(errorCode), std::string_view>);
   static_assert(
       std::is_arithmetic_v<decltype(keyId)> && std::is_arithmetic_v<decltype(modelId)> &&

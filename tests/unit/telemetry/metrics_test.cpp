@@ -121,25 +121,25 @@ class MetricsTest : public ::testing::Test {
 TEST_F(MetricsTest, RequestCountersAreExact) {
   recordKnownTraffic();
   EXPECT_EQ(value("kimi_relay_requests_total{code=\"200\",key=\"team-a\",model=\"kimi-k2\","
-                  "node=\"none\",upstream=\"holysheep\"}"),
+                  "node=\"none\",region=\"none\",upstream=\"holysheep\"}"),
             3);
   EXPECT_EQ(value("kimi_relay_requests_total{code=\"200\",key=\"team-b\",model=\"kimi-k2\","
-                  "node=\"none\",upstream=\"moonshot\"}"),
+                  "node=\"none\",region=\"none\",upstream=\"moonshot\"}"),
             2);
   // A fallback counts under the model that served it.
   EXPECT_EQ(value("kimi_relay_requests_total{code=\"200\",key=\"team-a\",model=\"kimi-k2-turbo\","
-                  "node=\"none\",upstream=\"holysheep\"}"),
+                  "node=\"none\",region=\"none\",upstream=\"holysheep\"}"),
             1);
   EXPECT_EQ(value("kimi_relay_requests_total{code=\"401\",key=\"none\",model=\"kimi-k2\","
-                  "node=\"none\",upstream=\"none\"}"),
+                  "node=\"none\",region=\"none\",upstream=\"none\"}"),
             1);
   // A model the config does not serve never becomes a label value.
   EXPECT_EQ(value("kimi_relay_requests_total{code=\"404\",key=\"team-a\",model=\"none\","
-                  "node=\"none\",upstream=\"none\"}"),
+                  "node=\"none\",region=\"none\",upstream=\"none\"}"),
             1);
   EXPECT_EQ(metrics_.expose().find("made-up-model"), std::string::npos);
   EXPECT_EQ(value("kimi_relay_requests_total{code=\"429\",key=\"team-a\",model=\"kimi-k2\","
-                  "node=\"node-1\",upstream=\"holysheep\"}"),
+                  "node=\"node-1\",region=\"none\",upstream=\"holysheep\"}"),
             1);
 }
 
@@ -183,20 +183,20 @@ TEST_F(MetricsTest, TokensCostAndEstimatesAreExact) {
 TEST_F(MetricsTest, HistogramCountsAndBuckets) {
   recordKnownTraffic();
   // kimi-k2 served: 3 × 120 ms, 2 × 2.5 s, 0.2 ms (401), 5 ms (429).
-  EXPECT_EQ(overNodes("kimi_relay_request_duration_seconds_count{model=\"kimi-k2\",node=\"*\"}"), 7);
-  EXPECT_EQ(overNodes("kimi_relay_request_duration_seconds_bucket{model=\"kimi-k2\",node=\"*\",le=\"0.001\"}"), 1);
-  EXPECT_EQ(overNodes("kimi_relay_request_duration_seconds_bucket{model=\"kimi-k2\",node=\"*\",le=\"0.005\"}"), 2);
-  EXPECT_EQ(overNodes("kimi_relay_request_duration_seconds_bucket{model=\"kimi-k2\",node=\"*\",le=\"0.1\"}"), 2);
-  EXPECT_EQ(overNodes("kimi_relay_request_duration_seconds_bucket{model=\"kimi-k2\",node=\"*\",le=\"0.125\"}"), 5);
-  EXPECT_EQ(overNodes("kimi_relay_request_duration_seconds_bucket{model=\"kimi-k2\",node=\"*\",le=\"2.5\"}"), 7);
-  EXPECT_EQ(overNodes("kimi_relay_request_duration_seconds_bucket{model=\"kimi-k2\",node=\"*\",le=\"+Inf\"}"), 7);
-  EXPECT_EQ(overNodes("kimi_relay_request_duration_seconds_count{model=\"none\",node=\"*\"}"), 1);
-  EXPECT_EQ(overNodes("kimi_relay_request_duration_seconds_count{model=\"kimi-k2-turbo\",node=\"*\"}"), 1);
+  EXPECT_EQ(overNodes("kimi_relay_request_duration_seconds_count{model=\"kimi-k2\",node=\"*\",region=\"none\"}"), 7);
+  EXPECT_EQ(overNodes("kimi_relay_request_duration_seconds_bucket{model=\"kimi-k2\",node=\"*\",region=\"none\",le=\"0.001\"}"), 1);
+  EXPECT_EQ(overNodes("kimi_relay_request_duration_seconds_bucket{model=\"kimi-k2\",node=\"*\",region=\"none\",le=\"0.005\"}"), 2);
+  EXPECT_EQ(overNodes("kimi_relay_request_duration_seconds_bucket{model=\"kimi-k2\",node=\"*\",region=\"none\",le=\"0.1\"}"), 2);
+  EXPECT_EQ(overNodes("kimi_relay_request_duration_seconds_bucket{model=\"kimi-k2\",node=\"*\",region=\"none\",le=\"0.125\"}"), 5);
+  EXPECT_EQ(overNodes("kimi_relay_request_duration_seconds_bucket{model=\"kimi-k2\",node=\"*\",region=\"none\",le=\"2.5\"}"), 7);
+  EXPECT_EQ(overNodes("kimi_relay_request_duration_seconds_bucket{model=\"kimi-k2\",node=\"*\",region=\"none\",le=\"+Inf\"}"), 7);
+  EXPECT_EQ(overNodes("kimi_relay_request_duration_seconds_count{model=\"none\",node=\"*\",region=\"none\"}"), 1);
+  EXPECT_EQ(overNodes("kimi_relay_request_duration_seconds_count{model=\"kimi-k2-turbo\",node=\"*\",region=\"none\"}"), 1);
   // TTFT only for the three streams.
-  EXPECT_EQ(value("kimi_relay_time_to_first_token_seconds_count{model=\"kimi-k2\",node=\"none\"}"), 3);
-  EXPECT_EQ(value("kimi_relay_time_to_first_token_seconds_bucket{model=\"kimi-k2\",node=\"none\",le=\"0.03\"}"),
+  EXPECT_EQ(value("kimi_relay_time_to_first_token_seconds_count{model=\"kimi-k2\",node=\"none\",region=\"none\"}"), 3);
+  EXPECT_EQ(value("kimi_relay_time_to_first_token_seconds_bucket{model=\"kimi-k2\",node=\"none\",region=\"none\",le=\"0.03\"}"),
             3);
-  EXPECT_EQ(value("kimi_relay_time_to_first_token_seconds_bucket{model=\"kimi-k2\",node=\"none\",le=\"0.025\"}"),
+  EXPECT_EQ(value("kimi_relay_time_to_first_token_seconds_bucket{model=\"kimi-k2\",node=\"none\",region=\"none\",le=\"0.025\"}"),
             0);
   EXPECT_EQ(value("kimi_relay_upstream_latency_seconds_count{model=\"kimi-k2\","
                   "upstream=\"holysheep\"}"),
@@ -338,14 +338,14 @@ TEST_F(MetricsTest, ConcurrentRecordingIsExact) {
   for (const char* key : {"team-a", "team-b"}) {
     for (const char* code : {"200", "201", "202"}) {
       requests += value(std::string("kimi_relay_requests_total{code=\"") + code + "\",key=\"" +
-                        key + "\",model=\"kimi-k2\",node=\"none\",upstream=\"holysheep\"}");
+                        key + "\",model=\"kimi-k2\",node=\"none\",region=\"none\",upstream=\"holysheep\"}");
     }
     input += value(std::string("kimi_relay_tokens_total{direction=\"input\",key=\"") + key +
                    "\",model=\"kimi-k2\",node=\"none\",upstream=\"holysheep\"}");
   }
   EXPECT_EQ(requests, kThreads * kEach);
   EXPECT_EQ(input, 10.0 * kThreads * kEach);
-  EXPECT_EQ(value("kimi_relay_request_duration_seconds_count{model=\"kimi-k2\",node=\"none\"}"),
+  EXPECT_EQ(value("kimi_relay_request_duration_seconds_count{model=\"kimi-k2\",node=\"none\",region=\"none\"}"),
             kThreads * kEach);
 }
 
