@@ -132,6 +132,23 @@ class Manifests(unittest.TestCase):
         stray = [p for p in K8S.rglob("*.y*ml") if not (p.parent / KUSTOMIZATION).is_file()]
         self.assertNoErrors([f"{p.relative_to(REPO)}: outside any kustomization" for p in stray], "stray YAML")
 
+    def test_contents(self):
+        """What each kustomization is for, so that no check below passes by finding nothing."""
+        wanted = {
+            "base": ["Deployment", "Service", "Service", "HorizontalPodAutoscaler", "PodDisruptionBudget",
+                     "ConfigMap", "StatefulSet"],
+            "monitoring": ["Deployment", "StatefulSet", "ServiceMonitor"],
+            "sidecar": ["Deployment", "ConfigMap"],
+        }
+        for k in self.kustomizations:
+            name = str(k.directory.relative_to(K8S))
+            with self.where(k):
+                kinds = [d.kind for d in k.docs]
+                for kind in set(wanted.get(name, [])):
+                    self.assertGreaterEqual(kinds.count(kind), wanted[name].count(kind), f"{name}: {kind}")
+                relays = [c for pod in pods(k.docs) for c in pod.of_image(RELAY_IMAGE)]
+                self.assertTrue(relays, f"{name}: no {RELAY_IMAGE} container")
+
     def test_kustomizations_resolve(self):
         for k in self.kustomizations:
             with self.where(k):
