@@ -85,7 +85,8 @@ check() { # check DESCRIPTION COMMAND...
 free_port() {
   python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
 }
-export RELAY_A_PORT=$(free_port) RELAY_A_ADMIN_PORT=$(free_port) RELAY_B_PORT=$(free_port) RELAY_B_ADMIN_PORT=$(free_port)
+RELAY_A_PORT=$(free_port) RELAY_A_ADMIN_PORT=$(free_port) RELAY_B_PORT=$(free_port) RELAY_B_ADMIN_PORT=$(free_port)
+export RELAY_A_PORT RELAY_A_ADMIN_PORT RELAY_B_PORT RELAY_B_ADMIN_PORT
 # The example's values work as they are with the mock (and the demo keys).
 export RELAY_ENV_FILE=$repo/docker/relay.env.example JOBS=$jobs
 compose() { "${compose_cmd[@]}" -p "$project" -f docker/compose.cluster.yaml "$@"; }
@@ -193,6 +194,7 @@ for r in a b; do
   reply=$(curl --noproxy '*' -s -D "$work/headers-$r" "http://127.0.0.1:$api/v1/chat/completions" \
     -H "Authorization: Bearer $demo_key" -H 'content-type: application/json' \
     -d '{"model":"kimi-k2","messages":[{"role":"user","content":"compose"}]}' || true)
+  # shellcheck disable=SC2016 # expanded by the inner bash
   check "relay-$r: a chat completion reaches the mock" \
     bash -c '[[ $1 == *"\"object\":\"chat.completion\""* ]] && grep -qi "^x-relay-upstream: mock" "$2"' _ "$reply" "$work/headers-$r"
 done
@@ -220,7 +222,7 @@ check "exactly 5 of 10 admitted over both relays (relay-a ${admitted[a]}, relay-
 check "both relays admitted some (the bucket is one, not one per relay)" test "${admitted[a]}" -gt 0 -a "${admitted[b]}" -gt 0
 check "the other 5 got 429 ($refused), each with Retry-After ($retry_after)" test "$refused" = 5 -a "$retry_after" = 5
 keys=$(rcli --scan --pattern 'kr:{burst-demo}*' 2>&1 || true)
-check "Redis holds the key's bucket: $(echo $keys)" grep -q 'kr:{burst-demo}' <<<"$keys"
+check "Redis holds the key's bucket: ${keys//$'\n'/ }" grep -q 'kr:{burst-demo}' <<<"$keys"
 
 # ---------------------------------------------------------------------------
 log "stop relay-b (SIGTERM drain)"
