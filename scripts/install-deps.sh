@@ -14,7 +14,8 @@ build_pkgs=(
   nlohmann-json3-dev libspdlog-dev libfmt-dev libyaml-cpp-dev prometheus-cpp-dev
   libgtest-dev libgmock-dev libgoogle-perftools-dev
 )
-test_pkgs=(curl nghttp2-client prometheus procps openssl python3-httpx redis-server)
+# python3-yaml: tests/deploy/k8s_manifests_test.py (the Kubernetes manifests).
+test_pkgs=(curl nghttp2-client prometheus procps openssl python3-httpx python3-yaml redis-server)
 # libFuzzer and the ASan/UBSan runtimes clang links fuzz targets with
 # (libclang_rt.fuzzer, .asan, .ubsan_standalone) are in libclang-rt-14-dev.
 fuzz_pkgs=(clang-14 libclang-rt-14-dev)
