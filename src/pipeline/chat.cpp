@@ -9,6 +9,7 @@
 
 #include "chat_forward.hpp"
 #include "chat_record.hpp"
+#include "relay/common/json_write.hpp"
 #include "relay/common/limits.hpp"
 #include "relay/common/request_id.hpp"
 #include "relay/pipeline/steps.hpp"
@@ -65,6 +66,7 @@ net::Task<void> deliverJson(net::ResponseSink& sink, Forwarded& f, Headers heade
                  "upstream '" + upstreamName + "' failed while sending its answer: " +
                      upstream::describe(f.response->failure()),
                  "server_error", "upstream_unavailable"};
+    err.traceId = record.trace().traceId;
     record.status = 502;
     record.errorCode = err.code;
     co_await respondError(sink, std::move(headers), std::move(err));
@@ -165,7 +167,8 @@ net::Task<void> deliverStream(Worker& worker, net::ResponseSink& sink, Forwarded
   record.settle();
   if (!why.empty()) {
     std::string event;
-    sse::appendError(event, why, "server_error", "upstream_stream_interrupted");
+    sse::appendError(event, why, "server_error", "upstream_stream_interrupted",
+                     record.trace().traceId);
     if (!co_await sink.write(event)) co_return;
   }
   co_await sink.finish();
@@ -193,6 +196,7 @@ void publishRefusal(const Snapshot& snap, const ChatRecord& record, const ChatPl
   const bool budget = *plan.refusal == telemetry::RefusalReason::kBudget;
   e.kind = budget ? "budget.exceeded" : "request.rate_limited";
   e.requestId = record.requestId();
+  e.traceId = record.trace().traceId;
   e.key = plan.tenant->name;
   e.node = record.nodeHeader();
   e.model = plan.fields.model;
@@ -232,8 +236,11 @@ net::Task<void> handleModelRequest(Worker& worker, net::Exchange& ex, ModelApi a
   ChatRecord record(snap, ex, requestIdFrom(ex.head.headers.get("x-request-id")), start);
 
   Headers base;
-  base.reserve(16);  // request id, 6 rate-limit fields, the relay's own: no regrowth
+  base.reserve(16);  // request id, trace, 6 rate-limit fields, the relay's own: no regrowth
   base.add("x-request-id", record.requestId());
+  // The caller learns the trace (and the gateway's span in it) from every
+  // answer, also when it sent no traceparent (docs/tracing.md).
+  base.add("traceparent", record.trace().traceparent());
 
   // The key is checked on the head: a caller with a bad key is refused
   // before a byte of its body is read.
@@ -259,6 +266,7 @@ net::Task<void> handleModelRequest(Worker& worker, net::Exchange& ex, ModelApi a
   if (refused) {
     record.status = refused->status;
     record.errorCode = refused->code;
+    refused->traceId = record.trace().traceId;
     if (plan.refusal) {
       snap.telemetry->refusal(*plan.refusal);
       publishRefusal(snap, record, plan, *refused);
@@ -278,6 +286,7 @@ net::Task<void> handleModelRequest(Worker& worker, net::Exchange& ex, ModelApi a
     record.errorCode = e.code;
     for (const HeaderField& h : e.headers)
       base.add(h.name, h.value);
+    addTraceIdToError(e.body, record.trace().traceId);
     co_await respondJson(sink, e.status, std::move(base), std::move(e.body));
     co_return;
   }
