@@ -3,6 +3,7 @@
 // and a request whose body length cannot be known is refused, not guessed.
 
 import assert from 'node:assert/strict';
+import { once } from 'node:events';
 import http2 from 'node:http2';
 import net from 'node:net';
 import { after, before, describe, test } from 'node:test';
@@ -80,6 +81,32 @@ describe('callers leaving', () => {
       what: 'the upstream requests to be cancelled',
     });
     assert.equal(await ejections(), 0);
+  });
+
+  // The session cancels a running handler when its caller leaves; that left
+  // the request loop's cancellation state set, the loop's next co_await threw,
+  // and the connection was never closed nor its session freed (found by
+  // tests/fuzz/fuzz_h1_request).
+  test('a caller that leaves mid-stream gives its HTTP/1.1 connection back', async () => {
+    const open = async () => metricSum(await scrapeMetrics(env.relay), 'kimi_relay_open_connections');
+    const before = await open();
+    const { hostname, port } = new URL(env.relay.url);
+    const body = JSON.stringify(chatRequest({ model: 'm-solo', stream: true }));
+    for (let i = 0; i < 3; ++i) {
+      const socket = net.connect({ host: hostname, port: Number(port) });
+      await once(socket, 'connect');
+      socket.write(
+        `POST /v1/chat/completions HTTP/1.1\r\nhost: ${hostname}\r\nauthorization: Bearer ${KEY}\r\n` +
+          `content-type: application/json\r\nx-mock-chunks: 40\r\nx-mock-chunk-delay-ms: 50\r\n` +
+          `content-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
+      );
+      await once(socket, 'data'); // the answer has started
+      socket.destroy();
+    }
+    await waitFor(async () => (await open()) <= before, {
+      timeoutMs: 5000,
+      what: `kimi_relay_open_connections back to ${before} once the callers left`,
+    });
   });
 });
 
