@@ -234,8 +234,9 @@ void H2Stream::completeAfterHandler() {
     started_ = true;
     bodyDone_ = true;
     std::size_t length = body.size();
-    pending_ = std::move(body);
-    submit(head, true, length);
+    const bool withBody = hasBody(head.status, exchange.head.method);
+    if (withBody) pending_ = std::move(body);
+    submit(head, withBody, length);
   } else if (!bodyDone_) {
     abort();
   }
@@ -249,8 +250,11 @@ void H2Stream::reject(int status, std::string message, std::string_view code) {
   started_ = true;
   bodyDone_ = true;
   std::size_t length = body.size();
-  pending_ = std::move(body);
-  submit(head, true, length);
+  // An answer to HEAD has no content (RFC 9110 §9.3.2), only its length: a
+  // client's HTTP/2 stack treats DATA there as a protocol error.
+  const bool withBody = hasBody(head.status, exchange.head.method);
+  if (withBody) pending_ = std::move(body);
+  submit(head, withBody, length);
 }
 
 }  // namespace relay::net
