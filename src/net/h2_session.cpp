@@ -548,9 +548,11 @@ class H2Session final : public H2Connection,
 
   // Four times per header_timeout (or idle_timeout if shorter): closes a connection
   // idle for idle_timeout, resets streams whose request head has not arrived
-  // whole within header_timeout (a slow-loris client), and closes a connection
-  // whose peer has not taken a byte of ours for idle_timeout (a write that
-  // never completes would also keep every RST_STREAM we queue from being sent).
+  // whole within header_timeout (a slow-loris client) and streams whose
+  // response the client's flow-control window has held back for idle_timeout,
+  // and closes a connection whose peer has not taken a byte of ours for
+  // idle_timeout (a write that never completes would also keep every
+  // RST_STREAM we queue from being sent).
   Task<void> idleWatch() {
     auto self = this->shared_from_this();
     lastActivity_ = SteadyClock::now();
@@ -583,6 +585,16 @@ class H2Session final : public H2Connection,
         if (!st->headDone && !st->answered && now - st->openedAt >= config_->headerTimeout) {
           st->answered = true;  // never launched now
           countLimit(Limit::kHeaderTimeout);
+          nghttp2_submit_rst_stream(session_, NGHTTP2_FLAG_NONE, id, NGHTTP2_CANCEL);
+          reset = true;
+        }
+        // A response the client's window has held back for idle_timeout:
+        // the client takes nothing (a zero window is the slow-read attack),
+        // and the stream would hold its buffer and the connection for ever.
+        if (st->awaitingWindow() && !st->stallReset &&
+            now - st->lastSent >= config_->idleTimeout) {
+          st->stallReset = true;
+          countLimit(Limit::kWriteStall);
           nghttp2_submit_rst_stream(session_, NGHTTP2_FLAG_NONE, id, NGHTTP2_CANCEL);
           reset = true;
         }

@@ -9,6 +9,7 @@ import net from 'node:net';
 import { after, before, describe, test } from 'node:test';
 
 import { chatRequest, postChat, readSse, relayConfig, startMock, startRelay, waitFor } from '../lib/harness.mjs';
+import { PREFACE, SETTING, TYPE, connectRaw, headersFrame, settingsFrame } from '../lib/h2frames.mjs';
 import { metricSum, scrapeMetrics } from '../lib/metrics.mjs';
 
 const KEY = 'kr-test-robustness-7c5a3e1b9d7f5c3a1e9b7d5f3c1a9e7b';
@@ -199,6 +200,60 @@ describe('HTTP/2 requests that never finish', () => {
       assert.equal(okStatus, 200);
     } finally {
       session.close();
+    }
+  });
+});
+
+describe('HTTP/2 clients that take nothing', () => {
+  const env = {};
+  before(async () => {
+    env.mock = await startMock({ name: 'window', apiKey: UPSTREAM_KEY });
+    env.relay = await startRelay(
+      relayConfig({
+        server: { idle_timeout_ms: 400 },
+        keys: [{ name: 'robust', key: KEY }],
+        upstreams: [{ name: 'window', url: env.mock.url, apiKey: UPSTREAM_KEY, models: { 'm-w': 'm-w' } }],
+      }),
+    );
+  });
+  after(async () => {
+    await Promise.all([env.relay, env.mock].filter(Boolean).map((p) => p.stop()));
+  });
+
+  // A zero window keeps every DATA frame back; without a bound the stream
+  // and its connection stayed open for ever (found by tests/fuzz/fuzz_h2_session).
+  test('a stream whose window never opens is reset after idle_timeout_ms, then the connection closes', async () => {
+    const conn = await connectRaw(Number(new URL(env.relay.url).port));
+    try {
+      const t0 = performance.now();
+      await conn.write(
+        Buffer.concat([
+          PREFACE,
+          settingsFrame({ [SETTING.INITIAL_WINDOW_SIZE]: 0 }),
+          headersFrame(
+            1,
+            [
+              [':method', 'GET'],
+              [':scheme', 'http'],
+              [':path', '/v1/models'],
+              [':authority', 'relay'],
+              ['authorization', `Bearer ${KEY}`],
+            ],
+            { endStream: true },
+          ),
+        ]),
+      );
+      await conn.nextFrame((f) => f.type === TYPE.HEADERS && f.streamId === 1, { what: 'the response head' });
+      const reset = await conn.nextFrame((f) => f.type === TYPE.RST_STREAM && f.streamId === 1, {
+        timeoutMs: 5000,
+        what: 'RST_STREAM for the stalled stream',
+      });
+      const waited = reset.at - t0;
+      assert.ok(waited >= 350, `reset after ${waited} ms, before idle_timeout_ms`);
+      assert.equal(conn.frames.filter((f) => f.type === TYPE.DATA && f.length > 0).length, 0);
+      await conn.nextFrame((f) => f.type === TYPE.GOAWAY, { timeoutMs: 5000, what: 'GOAWAY once idle' });
+    } finally {
+      conn.destroy();
     }
   });
 });
