@@ -473,7 +473,7 @@ class H2Session final : public H2Connection,
       if (!feed(buf.data(), n)) co_return;
       if (!nghttp2_session_want_read(session_) && !nghttp2_session_want_write(session_)) break;
     }
-    connectionGone();
+    closeNow();
   }
 
   // Hands bytes to nghttp2; on a connection error queues GOAWAY and lets the
@@ -518,7 +518,7 @@ class H2Session final : public H2Connection,
         auto [ec, n] = co_await asio::async_write(stream_, asio::buffer(out), kTuple);
         writeStartedAt_.reset();
         if (ec) {
-          connectionGone();
+          closeNow();
           co_return;
         }
         continue;
@@ -566,7 +566,7 @@ class H2Session final : public H2Connection,
       const auto now = SteadyClock::now();
       if (writeStartedAt_ && now - *writeStartedAt_ >= config_->idleTimeout) {
         countLimit(Limit::kWriteStall);
-        connectionGone();
+        closeNow();
         break;
       }
       if (streams_.empty()) {
@@ -603,15 +603,16 @@ class H2Session final : public H2Connection,
     }
   }
 
-  void connectionGone() {
+  // Every way a connection ends (the peer left, GOAWAY flushed after a
+  // protocol error, a flood or the idle timeout, nghttp2 done): its streams
+  // learn it here, so a handler still reading a body or streaming an answer
+  // is cancelled, and its upstream request with it, instead of running on
+  // for a connection nobody reads.
+  void closeNow() {
     if (closed_) return;
+    closed_ = true;
     for (auto& [id, st] : streams_)
       st->peerClosed(NGHTTP2_NO_ERROR);
-    closeNow();
-  }
-
-  void closeNow() {
-    closed_ = true;
     boost::system::error_code ec;
     lowestLayer(stream_).close(ec);
     writerWake_.cancel();

@@ -9,7 +9,7 @@ import net from 'node:net';
 import { after, before, describe, test } from 'node:test';
 
 import { chatRequest, postChat, readSse, relayConfig, startMock, startRelay, waitFor } from '../lib/harness.mjs';
-import { PREFACE, SETTING, TYPE, connectRaw, headersFrame, settingsFrame } from '../lib/h2frames.mjs';
+import { PREFACE, SETTING, TYPE, connectRaw, dataFrame, frame, headersFrame, settingsFrame } from '../lib/h2frames.mjs';
 import { metricSum, scrapeMetrics } from '../lib/metrics.mjs';
 
 const KEY = 'kr-test-robustness-7c5a3e1b9d7f5c3a1e9b7d5f3c1a9e7b';
@@ -107,6 +107,47 @@ describe('callers leaving', () => {
     await waitFor(async () => (await open()) <= before, {
       timeoutMs: 5000,
       what: `kimi_relay_open_connections back to ${before} once the callers left`,
+    });
+  });
+
+  // An HTTP/2 connection the gateway closes itself (GOAWAY after a protocol
+  // error here) must cancel its streams like one the client closes: a handler
+  // left running streamed its upstream's answer to nobody until the upstream
+  // finished (found by tests/fuzz/fuzz_h2_session, for a body still awaited).
+  test('an HTTP/2 connection closed for a protocol error cancels its streams upstream requests', async () => {
+    const port = Number(new URL(env.relay.url).port);
+    const conn = await connectRaw(port);
+    try {
+      const body = Buffer.from(JSON.stringify(chatRequest({ model: 'm-solo', stream: true })));
+      await conn.write(
+        Buffer.concat([
+          PREFACE,
+          settingsFrame(),
+          headersFrame(1, [
+            [':method', 'POST'],
+            [':scheme', 'http'],
+            [':path', '/v1/chat/completions'],
+            [':authority', `127.0.0.1:${port}`],
+            ['authorization', `Bearer ${KEY}`],
+            ['content-type', 'application/json'],
+            ['x-mock-chunks', '200'],
+            ['x-mock-chunk-delay-ms', '50'],
+          ]),
+          dataFrame(1, body, { endStream: true }),
+        ]),
+      );
+      await conn.nextFrame((f) => f.type === TYPE.DATA && f.streamId === 1, { what: 'the first event' });
+      assert.equal((await env.mock.stats()).in_flight, 1);
+      await conn.write(frame(TYPE.DATA, 0, 0, Buffer.from('x'))); // DATA on stream 0
+      await conn.nextFrame((f) => f.type === TYPE.GOAWAY, { what: 'GOAWAY' });
+      await conn.closed;
+    } finally {
+      conn.destroy();
+    }
+    // 200 chunks 50 ms apart would take 10 s.
+    await waitFor(async () => (await env.mock.stats()).in_flight === 0, {
+      timeoutMs: 2000,
+      what: 'the upstream request of a stream whose connection closed to be cancelled',
     });
   });
 });
