@@ -33,6 +33,7 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
@@ -345,11 +346,19 @@ class H1Session final : public ResponseSink,
     started_ = finished_ = chunked_ = false;
     exchangeActive_ = true;
     registration_.exchangeStarted();
+    handlerRunning_ = true;
     try {
       co_await handler_(ex);
     } catch (const std::exception&) {
       // Cancellation after the client left, or a bug: answered below.
     }
+    handlerRunning_ = false;
+    // A handler cancelled because the client left leaves this coroutine's
+    // cancellation state set, and Asio then throws from every later co_await:
+    // serve() would die here and never close the connection (nor free the
+    // session, which the watchdog keeps alive). The cancellation was for the
+    // handler only.
+    co_await asio::this_coro::reset_cancellation_state();
     registration_.exchangeEnded();
     co_await completeResponse(ex);
     exchangeActive_ = false;
@@ -491,7 +500,7 @@ class H1Session final : public ResponseSink,
     }
     // The client is gone (or we closed). A running handler learns it now.
     peerGone_ = true;
-    if (exchangeActive_ && !finished_) cancel_->emit(asio::cancellation_type::terminal);
+    if (handlerRunning_ && !finished_) cancel_->emit(asio::cancellation_type::terminal);
     wakeInputWaiter();
     if (serveDone_) closeNow();
   }
@@ -626,6 +635,7 @@ class H1Session final : public ResponseSink,
   bool roomWaiting_ = false;
   // The exchange in progress.
   bool exchangeActive_ = false;
+  bool handlerRunning_ = false;  // only a running handler is cancelled when the client leaves
   bool isHead_ = false;
   bool expectsContinue_ = false;
   bool bodyRead_ = false;      // readAll() was called
