@@ -5,6 +5,8 @@
 #   bench/run.sh                 # all scenarios, 10 s each
 #   DURATION=5 bench/run.sh      # shorter runs
 #   ONLY=relay bench/run.sh      # skip the nginx reference
+#   bench/run.sh --compare REF   # also a build of git revision REF, side by side
+#                                # in the same runs (built once into build-ref-<sha>)
 #
 # Topology: h2load -> proxy -> kimi-relay-mock, all on 127.0.0.1, HTTP/1.1
 # keep-alive on both legs. The proxy is pinned to CPU 1 (one worker), the mock
@@ -18,6 +20,10 @@ bin=${BUILD_DIR:-build}
 duration=${DURATION:-10}
 warmup=${WARMUP:-2}
 only=${ONLY:-}
+compare=
+if [[ ${1:-} == --compare ]]; then
+  compare=${2:?--compare needs a git revision}
+fi
 
 for tool in h2load taskset; do
   command -v "$tool" >/dev/null || { echo "bench: $tool missing (apt-get install nghttp2-client util-linux)" >&2; exit 1; }
@@ -26,6 +32,19 @@ if [[ -z $only ]] && ! command -v nginx >/dev/null; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -q nginx-light >/dev/null
 fi
 [[ -x $bin/kimi-relay && -x $bin/kimi-relay-mock ]] || scripts/build.sh
+ref_bin=
+if [[ -n $compare ]]; then
+  ref_sha=$(git rev-parse --short "$compare")
+  ref_bin=$root/build-ref-$ref_sha
+  if [[ ! -x $ref_bin/kimi-relay ]]; then
+    src=$(mktemp -d)
+    git worktree add --detach "$src" "$compare" >/dev/null
+    cmake -S "$src" -B "$ref_bin" -G Ninja -DCMAKE_BUILD_TYPE=Release -DRELAY_BUILD_TESTS=OFF \
+      -DRELAY_BUILD_BENCH=OFF >/dev/null
+    cmake --build "$ref_bin" -j"${JOBS:-2}" --target kimi-relay >/dev/null
+    git worktree remove --force "$src"
+  fi
+fi
 
 work=$(mktemp -d)
 pids=()
@@ -38,6 +57,7 @@ cleanup() {
 trap cleanup EXIT
 
 mock_port=28081 relay_port=28080 relay_tls_port=28083 nginx_port=28082 hot_port=28084
+burst_port=28085 nginx_burst_port=28086 ref_port=28087
 key=kr-bench-key-not-secret
 key_sha=$(printf %s "$key" | sha256sum | cut -d' ' -f1)
 upstream_key=bench-upstream-key
@@ -55,6 +75,11 @@ openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 
 taskset -c 0 "$bin/kimi-relay-mock" --listen 127.0.0.1:$mock_port --name bench --api-key "$upstream_key" \
   --workers 1 --chunks 19 --chunk-delay-ms 0 --no-record >"$work/mock.log" 2>&1 &
 pids+=($!)
+# The unfavourable SSE case: an upstream that writes the whole stream at once,
+# so one read delivers all 21 events.
+taskset -c 0 "$bin/kimi-relay-mock" --listen 127.0.0.1:$burst_port --name burst --api-key "$upstream_key" \
+  --workers 1 --chunks 19 --chunk-delay-ms 0 --no-record --coalesce >"$work/burst.log" 2>&1 &
+pids+=($!)
 
 cat >"$work/relay.yaml" <<EOF
 server:
@@ -70,11 +95,23 @@ upstreams:
     api_key: "$upstream_key"
     allow_insecure_http: true
     models: {kimi-k2: kimi-k2}
+  - name: burst
+    base_url: "http://127.0.0.1:$burst_port/v1"
+    api_key: "$upstream_key"
+    allow_insecure_http: true
+    models: {kimi-k2-burst: kimi-k2}
 log: {level: warn}
 EOF
 taskset -c 1 "$bin/kimi-relay" --config "$work/relay.yaml" >"$work/relay.log" 2>&1 &
 relay_pid=$!
 pids+=($relay_pid)
+ref_pid=
+if [[ -n $ref_bin ]]; then
+  sed -e "s/$relay_port/$ref_port/" -e "/tls_listen/d" "$work/relay.yaml" >"$work/ref.yaml"
+  taskset -c 1 "$ref_bin/kimi-relay" --config "$work/ref.yaml" >"$work/ref.log" 2>&1 &
+  ref_pid=$!
+  pids+=($ref_pid)
+fi
 
 nginx_pid=
 if [[ -z $only ]]; then
@@ -87,6 +124,17 @@ events { worker_connections 4096; }
 http {
   access_log off;
   upstream mock { server 127.0.0.1:$mock_port; keepalive 128; }
+  upstream burst { server 127.0.0.1:$burst_port; keepalive 128; }
+  server {
+    listen 127.0.0.1:$nginx_burst_port;
+    location / {
+      proxy_pass http://burst;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_set_header Authorization "Bearer $upstream_key";
+      proxy_buffering off;
+    }
+  }
   server {
     listen 127.0.0.1:$nginx_port;
     location / {
@@ -154,6 +202,7 @@ for c in 1 4 64; do
   run direct "http://127.0.0.1:$mock_port/v1/chat/completions" "$work/body.json" $c
   [[ -n $nginx_pid ]] && run nginx "http://127.0.0.1:$nginx_port/v1/chat/completions" "$work/body.json" $c "$nginx_pid"
   run kimi-relay "http://127.0.0.1:$relay_port/v1/chat/completions" "$work/body.json" $c "$relay_pid"
+  [[ -n $ref_pid ]] && run "relay@$ref_sha" "http://127.0.0.1:$ref_port/v1/chat/completions" "$work/body.json" $c "$ref_pid"
 done
 echo
 echo 'SSE, 21 events per stream (19 content chunks, the final chunk, [DONE]), 16 connections:'
@@ -163,6 +212,17 @@ echo '|----------------|-----|-----------|----------|----------|---------------|
 run direct-sse "http://127.0.0.1:$mock_port/v1/chat/completions" "$work/stream.json" 16
 [[ -n $nginx_pid ]] && run nginx-sse "http://127.0.0.1:$nginx_port/v1/chat/completions" "$work/stream.json" 16 "$nginx_pid"
 run kimi-relay-sse "http://127.0.0.1:$relay_port/v1/chat/completions" "$work/stream.json" 16 "$relay_pid"
+[[ -n $ref_pid ]] && run "ref-sse@$ref_sha" "http://127.0.0.1:$ref_port/v1/chat/completions" "$work/stream.json" 16 "$ref_pid"
+echo
+echo 'SSE, the same 21 events written by the upstream in one write (one read delivers the whole stream):'
+echo
+echo '| target         |  c  | streams/s | p50 µs   | p99 µs   | CPU µs/stream |'
+echo '|----------------|-----|-----------|----------|----------|---------------|'
+sed 's/"model":"kimi-k2"/"model":"kimi-k2-burst"/' "$work/stream.json" >"$work/burst.json"
+run direct-burst "http://127.0.0.1:$burst_port/v1/chat/completions" "$work/stream.json" 16
+[[ -n $nginx_pid ]] && run nginx-burst "http://127.0.0.1:$nginx_burst_port/v1/chat/completions" "$work/stream.json" 16 "$nginx_pid"
+run relay-burst "http://127.0.0.1:$relay_port/v1/chat/completions" "$work/burst.json" 16 "$relay_pid"
+[[ -n $ref_pid ]] && run "ref-burst@$ref_sha" "http://127.0.0.1:$ref_port/v1/chat/completions" "$work/burst.json" 16 "$ref_pid"
 
 echo
 echo 'kimi-relay over each protocol (JSON requests; HTTP/2 runs carry 16 streams per connection):'

@@ -1,10 +1,12 @@
 #include "relay/admission/key_store.hpp"
 
+#include <atomic>
 #include <chrono>
 
 #include <algorithm>
 #include <cstring>
 #include <stdexcept>
+#include <unordered_map>
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
@@ -117,14 +119,108 @@ void KeyStore::addDigest(const std::string& hex, std::size_t tenant, std::int64_
   digests_.push_back(Entry{d, tenant, untilUnix});
 }
 
+namespace {
+
+// SipHash-2-4 (Aumasson & Bernstein): a keyed hash, so that a caller cannot
+// aim keys at one cache slot, and cheap (about 200 instructions for a key).
+std::uint64_t rotl(std::uint64_t x, int b) {
+  return (x << b) | (x >> (64 - b));
+}
+
+std::uint64_t siphash(std::uint64_t k0, std::uint64_t k1, std::string_view in) {
+  std::uint64_t v0 = 0x736f6d6570736575ULL ^ k0, v1 = 0x646f72616e646f6dULL ^ k1,
+                v2 = 0x6c7967656e657261ULL ^ k0, v3 = 0x7465646279746573ULL ^ k1;
+  auto round = [&] {
+    v0 += v1; v1 = rotl(v1, 13); v1 ^= v0; v0 = rotl(v0, 32);
+    v2 += v3; v3 = rotl(v3, 16); v3 ^= v2;
+    v0 += v3; v3 = rotl(v3, 21); v3 ^= v0;
+    v2 += v1; v1 = rotl(v1, 17); v1 ^= v2; v2 = rotl(v2, 32);
+  };
+  const std::size_t n = in.size();
+  std::size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    std::uint64_t m;
+    std::memcpy(&m, in.data() + i, 8);
+    v3 ^= m;
+    round();
+    round();
+    v0 ^= m;
+  }
+  std::uint64_t last = static_cast<std::uint64_t>(n) << 56;
+  for (std::size_t j = 0; i + j < n; ++j)
+    last |= static_cast<std::uint64_t>(static_cast<unsigned char>(in[i + j])) << (8 * j);
+  v3 ^= last;
+  round();
+  round();
+  v0 ^= last;
+  v2 ^= 0xff;
+  for (int r = 0; r < 4; ++r)
+    round();
+  return v0 ^ v1 ^ v2 ^ v3;
+}
+
+struct SipKeys {
+  std::uint64_t k[4];
+  SipKeys() {
+    if (RAND_bytes(reinterpret_cast<unsigned char*>(k), sizeof k) != 1)
+      throw std::runtime_error("no randomness for the key cache");
+  }
+};
+
+const SipKeys& sipKeys() {
+  static const SipKeys keys;
+  return keys;
+}
+
+// The keys one worker thread authenticated lately: a keyed 128-bit hash of
+// the presented key (never the key itself) -> its digest entry. Tied to one
+// KeyStore: a new config snapshot starts with an empty cache. Bounded: when
+// full it is cleared. Refused keys are never cached, so a caller cannot fill
+// it; each costs the full SHA-256 lookup.
+struct AuthCache {
+  static constexpr std::size_t kMaxEntries = 4096;
+  struct Hash128 {
+    std::uint64_t a, b;
+    bool operator==(const Hash128&) const = default;
+  };
+  struct HashOfHash {
+    std::size_t operator()(const Hash128& h) const { return static_cast<std::size_t>(h.a); }
+  };
+  std::uint64_t owner = 0;  // KeyStore::id_ (never reused, unlike an address)
+  std::unordered_map<Hash128, std::size_t, HashOfHash> entries;
+};
+
+}  // namespace
+
+std::uint64_t KeyStore::nextId() {
+  static std::atomic<std::uint64_t> next{1};
+  return next.fetch_add(1, std::memory_order_relaxed);
+}
+
 const Tenant* KeyStore::find(std::string_view presentedKey) const {
-  // The lookup hashes a digest of the key, so its timing says nothing about the
-  // key; the final comparison is constant-time all the same.
-  Digest d = sha256(presentedKey);
-  auto it = byDigest_.find(d);
-  if (it == byDigest_.end()) return nullptr;
-  const Entry& e = digests_[it->second];
-  if (CRYPTO_memcmp(d.data(), e.digest.data(), d.size()) != 0) return nullptr;
+  thread_local AuthCache cache;
+  if (cache.owner != id_) {
+    cache.entries.clear();
+    cache.owner = id_;
+  }
+  const SipKeys& keys = sipKeys();
+  const AuthCache::Hash128 h{siphash(keys.k[0], keys.k[1], presentedKey),
+                             siphash(keys.k[2], keys.k[3], presentedKey)};
+  std::size_t index = 0;
+  if (auto hit = cache.entries.find(h); hit != cache.entries.end()) {
+    index = hit->second;
+  } else {
+    // The lookup hashes a digest of the key, so its timing says nothing about
+    // the key; the final comparison is constant-time all the same.
+    Digest d = sha256(presentedKey);
+    auto it = byDigest_.find(d);
+    if (it == byDigest_.end()) return nullptr;
+    if (CRYPTO_memcmp(d.data(), digests_[it->second].digest.data(), d.size()) != 0) return nullptr;
+    index = it->second;
+    if (cache.entries.size() >= AuthCache::kMaxEntries) cache.entries.clear();
+    cache.entries.emplace(h, index);
+  }
+  const Entry& e = digests_[index];
   if (e.untilUnix != 0 &&
       std::chrono::duration_cast<std::chrono::seconds>(
           std::chrono::system_clock::now().time_since_epoch())

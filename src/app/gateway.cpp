@@ -18,6 +18,10 @@
 #include "relay/pipeline/active_health.hpp"
 #include "relay/pipeline/mcp.hpp"
 
+// tcmalloc's C API, when the binary is linked with it (RELAY_USE_TCMALLOC);
+// null otherwise.
+extern "C" void MallocExtension_ReleaseFreeMemory() __attribute__((weak));
+
 namespace relay::app {
 
 namespace asio = boost::asio;
@@ -27,6 +31,8 @@ using SteadyClock = std::chrono::steady_clock;
 constexpr std::chrono::seconds kFlushInterval{2};
 // After the drain deadline, how long aborted streams get to write their error event.
 constexpr std::chrono::milliseconds kAbortGrace{500};
+// How often memory the allocator holds free is handed back to the system.
+constexpr std::chrono::seconds kReleaseEvery{10};
 // At most this long after the last exchange, for settlements to reach Redis.
 constexpr std::chrono::milliseconds kSettleGrace{1000};
 // How long a config change waits for every worker to switch to it (they do
@@ -477,11 +483,16 @@ void Gateway::audit(std::string_view action, const std::string& keyName, std::st
 void Gateway::flusherLoop() {
   std::unique_lock lock(flusherMutex_);
   sampleLiveStats();
+  unsigned rounds = 0;
   while (!stopFlusher_) {
     flusherWake_.wait_for(lock, kFlushInterval, [this] { return stopFlusher_; });
     lock.unlock();
     flushState();  // fsync may take milliseconds: never on an event loop
     sampleLiveStats();
+    // Memory freed after a burst goes back to the system (tcmalloc keeps it
+    // for reuse otherwise): RSS falls back toward idle within kReleaseEvery.
+    if (++rounds % (kReleaseEvery / kFlushInterval) == 0 && MallocExtension_ReleaseFreeMemory)
+      MallocExtension_ReleaseFreeMemory();
     lock.lock();
   }
 }

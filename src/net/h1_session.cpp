@@ -26,6 +26,7 @@
 // a status line, the handler's fields and our framing, gathered into one write.
 #include <array>
 #include <optional>
+#include <span>
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/bind_cancellation_slot.hpp>
@@ -33,6 +34,7 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
@@ -123,6 +125,10 @@ class H1Session final : public ResponseSink,
     started_ = true;
     chunked_ = !isHead_ && head.status >= 200 && head.status != 204 && head.status != 304;
     std::string h = serializeHead(head, 0, true);
+    if (head.withFirstBytes && chunked_) {
+      heldHead_ = std::move(h);  // leaves with the first body bytes
+      co_return true;
+    }
     std::array<asio::const_buffer, 1> bufs{asio::buffer(h)};
     co_return co_await writeAll(bufs);
   }
@@ -130,20 +136,41 @@ class H1Session final : public ResponseSink,
   Task<bool> write(std::string_view bytes) override {
     if (gone_ || !started_ || finished_) co_return false;
     if (bytes.empty() || !chunked_) co_return true;
-    char size[24];
-    int n = std::snprintf(size, sizeof size, "%zx\r\n", bytes.size());
-    std::array<asio::const_buffer, 3> bufs{asio::buffer(size, static_cast<std::size_t>(n)),
-                                           asio::buffer(bytes.data(), bytes.size()),
-                                           asio::buffer("\r\n", 2)};
-    co_return co_await writeAll(bufs);
+    co_return co_await writeChunks(bytes, false);
   }
 
   Task<bool> finish() override {
     if (gone_ || !started_ || finished_) co_return false;
     finished_ = true;
     if (!chunked_) co_return true;
-    std::array<asio::const_buffer, 1> bufs{asio::buffer("0\r\n\r\n", 5)};
-    co_return co_await writeAll(bufs);
+    co_return co_await writeChunks({}, true);
+  }
+
+  Task<bool> finishWith(std::string_view last) override {
+    if (gone_ || !started_ || finished_) co_return false;
+    finished_ = true;
+    if (!chunked_) co_return true;
+    co_return co_await writeChunks(last, true);
+  }
+
+  // One write: the held head (if any), `bytes` as a chunk (if any), and the
+  // last chunk when `end`.
+  Task<bool> writeChunks(std::string_view bytes, bool end) {
+    char size[24];
+    std::array<asio::const_buffer, 5> bufs{};
+    std::size_t n = 0;
+    std::string head = std::move(heldHead_);
+    heldHead_.clear();
+    if (!head.empty()) bufs[n++] = asio::buffer(head);
+    if (!bytes.empty()) {
+      int len = std::snprintf(size, sizeof size, "%zx\r\n", bytes.size());
+      bufs[n++] = asio::buffer(size, static_cast<std::size_t>(len));
+      bufs[n++] = asio::buffer(bytes.data(), bytes.size());
+      bufs[n++] = asio::buffer("\r\n", 2);
+    }
+    if (end) bufs[n++] = asio::buffer("0\r\n\r\n", 5);
+    const std::span<const asio::const_buffer> used(bufs.data(), n);
+    co_return co_await writeAll(used);
   }
 
   void abort() override {
@@ -345,11 +372,19 @@ class H1Session final : public ResponseSink,
     started_ = finished_ = chunked_ = false;
     exchangeActive_ = true;
     registration_.exchangeStarted();
+    handlerRunning_ = true;
     try {
       co_await handler_(ex);
     } catch (const std::exception&) {
       // Cancellation after the client left, or a bug: answered below.
     }
+    handlerRunning_ = false;
+    // A handler cancelled because the client left leaves this coroutine's
+    // cancellation state set, and Asio then throws from every later co_await:
+    // serve() would die here and never close the connection (nor free the
+    // session, which the watchdog keeps alive). The cancellation was for the
+    // handler only.
+    co_await asio::this_coro::reset_cancellation_state();
     registration_.exchangeEnded();
     co_await completeResponse(ex);
     exchangeActive_ = false;
@@ -491,7 +526,7 @@ class H1Session final : public ResponseSink,
     }
     // The client is gone (or we closed). A running handler learns it now.
     peerGone_ = true;
-    if (exchangeActive_ && !finished_) cancel_->emit(asio::cancellation_type::terminal);
+    if (handlerRunning_ && !finished_) cancel_->emit(asio::cancellation_type::terminal);
     wakeInputWaiter();
     if (serveDone_) closeNow();
   }
@@ -626,6 +661,7 @@ class H1Session final : public ResponseSink,
   bool roomWaiting_ = false;
   // The exchange in progress.
   bool exchangeActive_ = false;
+  bool handlerRunning_ = false;  // only a running handler is cancelled when the client leaves
   bool isHead_ = false;
   bool expectsContinue_ = false;
   bool bodyRead_ = false;      // readAll() was called
@@ -633,6 +669,7 @@ class H1Session final : public ResponseSink,
   bool started_ = false;
   bool finished_ = false;
   bool chunked_ = false;
+  std::string heldHead_;  // a streamed head waiting for the first body bytes
 };
 
 }  // namespace

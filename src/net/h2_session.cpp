@@ -473,7 +473,7 @@ class H2Session final : public H2Connection,
       if (!feed(buf.data(), n)) co_return;
       if (!nghttp2_session_want_read(session_) && !nghttp2_session_want_write(session_)) break;
     }
-    connectionGone();
+    closeNow();
   }
 
   // Hands bytes to nghttp2; on a connection error queues GOAWAY and lets the
@@ -518,7 +518,7 @@ class H2Session final : public H2Connection,
         auto [ec, n] = co_await asio::async_write(stream_, asio::buffer(out), kTuple);
         writeStartedAt_.reset();
         if (ec) {
-          connectionGone();
+          closeNow();
           co_return;
         }
         continue;
@@ -548,9 +548,11 @@ class H2Session final : public H2Connection,
 
   // Four times per header_timeout (or idle_timeout if shorter): closes a connection
   // idle for idle_timeout, resets streams whose request head has not arrived
-  // whole within header_timeout (a slow-loris client), and closes a connection
-  // whose peer has not taken a byte of ours for idle_timeout (a write that
-  // never completes would also keep every RST_STREAM we queue from being sent).
+  // whole within header_timeout (a slow-loris client) and streams whose
+  // response the client's flow-control window has held back for idle_timeout,
+  // and closes a connection whose peer has not taken a byte of ours for
+  // idle_timeout (a write that never completes would also keep every
+  // RST_STREAM we queue from being sent).
   Task<void> idleWatch() {
     auto self = this->shared_from_this();
     lastActivity_ = SteadyClock::now();
@@ -564,7 +566,7 @@ class H2Session final : public H2Connection,
       const auto now = SteadyClock::now();
       if (writeStartedAt_ && now - *writeStartedAt_ >= config_->idleTimeout) {
         countLimit(Limit::kWriteStall);
-        connectionGone();
+        closeNow();
         break;
       }
       if (streams_.empty()) {
@@ -586,20 +588,31 @@ class H2Session final : public H2Connection,
           nghttp2_submit_rst_stream(session_, NGHTTP2_FLAG_NONE, id, NGHTTP2_CANCEL);
           reset = true;
         }
+        // A response the client's window has held back for idle_timeout:
+        // the client takes nothing (a zero window is the slow-read attack),
+        // and the stream would hold its buffer and the connection for ever.
+        if (st->awaitingWindow() && !st->stallReset &&
+            now - st->lastSent >= config_->idleTimeout) {
+          st->stallReset = true;
+          countLimit(Limit::kWriteStall);
+          nghttp2_submit_rst_stream(session_, NGHTTP2_FLAG_NONE, id, NGHTTP2_CANCEL);
+          reset = true;
+        }
       }
       if (reset) wakeWriter();
     }
   }
 
-  void connectionGone() {
+  // Every way a connection ends (the peer left, GOAWAY flushed after a
+  // protocol error, a flood or the idle timeout, nghttp2 done): its streams
+  // learn it here, so a handler still reading a body or streaming an answer
+  // is cancelled, and its upstream request with it, instead of running on
+  // for a connection nobody reads.
+  void closeNow() {
     if (closed_) return;
+    closed_ = true;
     for (auto& [id, st] : streams_)
       st->peerClosed(NGHTTP2_NO_ERROR);
-    closeNow();
-  }
-
-  void closeNow() {
-    closed_ = true;
     boost::system::error_code ec;
     lowestLayer(stream_).close(ec);
     writerWake_.cancel();

@@ -47,6 +47,8 @@ bool H2Stream::submit(const ResponseHead& head, bool withBody, std::size_t conte
     nva.push_back(makeNv(f.name, f.value));
   }
   if (contentLength != std::string::npos) nva.push_back(makeNv("content-length", length));
+  awaitingWindow_ = withBody;
+  lastSent = std::chrono::steady_clock::now();
   nghttp2_data_provider provider{};
   provider.source.ptr = this;
   provider.read_callback = &H2Stream::readBody;
@@ -113,6 +115,7 @@ void H2Stream::abort() {
 void H2Stream::resume() {
   if (deferred_) {
     deferred_ = false;
+    lastSent = std::chrono::steady_clock::now();  // the stall clock starts with bytes to send
     nghttp2_session_resume_data(connection_.session(), id);
   }
   connection_.wakeWriter();
@@ -122,9 +125,11 @@ ssize_t H2Stream::readBody(nghttp2_session*, std::int32_t, std::uint8_t* buf, st
                            std::uint32_t* flags, nghttp2_data_source* source, void*) {
   auto& st = *static_cast<H2Stream*>(source->ptr);
   std::size_t avail = st.pending_.size() - st.pendingOffset_;
+  st.lastSent = std::chrono::steady_clock::now();
   if (avail == 0) {
     if (st.bodyDone_) {
       *flags |= NGHTTP2_DATA_FLAG_EOF;
+      st.awaitingWindow_ = false;
       return 0;
     }
     st.deferred_ = true;  // resumed by the next write() or finish()
@@ -136,7 +141,10 @@ ssize_t H2Stream::readBody(nghttp2_session*, std::int32_t, std::uint8_t* buf, st
   if (st.pendingOffset_ == st.pending_.size()) {
     st.pending_.clear();
     st.pendingOffset_ = 0;
-    if (st.bodyDone_) *flags |= NGHTTP2_DATA_FLAG_EOF;
+    if (st.bodyDone_) {
+      *flags |= NGHTTP2_DATA_FLAG_EOF;
+      st.awaitingWindow_ = false;
+    }
   }
   // Waking the writer's timer posts a completion; it does not call nghttp2.
   if (st.waiting_ && st.pending_.size() - st.pendingOffset_ <= kHighWater) st.drained_.cancel();
@@ -234,8 +242,9 @@ void H2Stream::completeAfterHandler() {
     started_ = true;
     bodyDone_ = true;
     std::size_t length = body.size();
-    pending_ = std::move(body);
-    submit(head, true, length);
+    const bool withBody = hasBody(head.status, exchange.head.method);
+    if (withBody) pending_ = std::move(body);
+    submit(head, withBody, length);
   } else if (!bodyDone_) {
     abort();
   }
@@ -249,8 +258,11 @@ void H2Stream::reject(int status, std::string message, std::string_view code) {
   started_ = true;
   bodyDone_ = true;
   std::size_t length = body.size();
-  pending_ = std::move(body);
-  submit(head, true, length);
+  // An answer to HEAD has no content (RFC 9110 §9.3.2), only its length: a
+  // client's HTTP/2 stack treats DATA there as a protocol error.
+  const bool withBody = hasBody(head.status, exchange.head.method);
+  if (withBody) pending_ = std::move(body);
+  submit(head, withBody, length);
 }
 
 }  // namespace relay::net

@@ -68,6 +68,12 @@ class H2Stream final : public ResponseSink, public BodySource {
   // A response of the session's own (413, 431) to a request no handler saw.
   void reject(int status, std::string message, std::string_view code);
 
+  // The response has bytes (or its end) to send and is not waiting for the
+  // handler: only the client's flow-control window (or the socket) holds
+  // them back. With lastSent, how the connection finds a client that never
+  // opens its window.
+  bool awaitingWindow() const { return awaitingWindow_ && !deferred_ && !closed; }
+
   const std::int32_t id;
   Exchange exchange;
   // Shared with the handler's co_spawn completion: the spawned coroutine keeps
@@ -91,6 +97,9 @@ class H2Stream final : public ResponseSink, public BodySource {
   std::uint64_t held = 0;         // body bytes kept in memory (counted by the connection)
   std::uint64_t unconsumed = 0;   // held bytes whose stream window was not yet given back
   bool wantsBody = false;         // readAll() was called: grow the window as bytes arrive
+  bool stallReset = false;        // reset for a window that stayed shut (idle_timeout_ms)
+  // When nghttp2 last took response bytes, or bytes became ready for it.
+  std::chrono::steady_clock::time_point lastSent{};
 
  private:
   static ssize_t readBody(nghttp2_session*, std::int32_t, std::uint8_t* buf, std::size_t length,
@@ -107,6 +116,7 @@ class H2Stream final : public ResponseSink, public BodySource {
   bool started_ = false;
   bool bodyDone_ = false;              // finish() called: EOF once pending_ drains
   bool deferred_ = false;              // the data provider returned NGHTTP2_ERR_DEFERRED
+  bool awaitingWindow_ = false;        // a body was submitted and its end not yet sent
   boost::asio::steady_timer drained_;  // a write waiting below high water
   bool waiting_ = false;
   boost::asio::steady_timer bodyWake_;  // readAll() waiting for DATA

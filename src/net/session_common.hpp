@@ -119,6 +119,11 @@ struct SessionContext {
 ResponseHead sessionErrorHead(int status, std::string_view requestId);
 std::string sessionErrorBody(std::string_view message, std::string_view code);
 
+// Call these from a handler running on the socket's executor, as the listener
+// does: the session's coroutines start inline there and take their own
+// reference to it; started from outside, they would run after the caller's
+// reference is gone. (tests/fuzz/session_harness.hpp starts them so too.)
+//
 // Starts HTTP/1.1 on an accepted connection; `initial` holds bytes already read
 // (the h2c preface check). Defined in h1_session.cpp.
 void startHttp1(tcp::socket socket, std::string initial, SessionContext context, Handler handler);

@@ -116,6 +116,7 @@ net::Task<void> deliverStream(Worker& worker, net::ResponseSink& sink, Forwarded
   head.headers.add("content-type", type.empty() ? "text/event-stream" : type);
   head.headers.add("cache-control", "no-cache");
   head.headers.add("x-accel-buffering", "no");
+  head.withFirstBytes = true;  // the first events follow: one write, not two
   record.status = head.status;
   if (!co_await sink.start(std::move(head))) co_return;
 
@@ -124,6 +125,9 @@ net::Task<void> deliverStream(Worker& worker, net::ResponseSink& sink, Forwarded
   StreamTransform transform(callerWantsUsage, upstreamConfig.maxEventBytes);
   std::string chunk;
   chunk.reserve(16 * 1024);
+  // The bytes of the upstream's last read, held back so that they leave with
+  // the end of the stream in one write.
+  std::string_view last;
   bool more = true;
   while (more) {
     chunk.clear();
@@ -135,10 +139,14 @@ net::Task<void> deliverStream(Worker& worker, net::ResponseSink& sink, Forwarded
     if (transform.failed()) break;
     if (out.empty()) continue;
     record.firstByteSent();
+    record.producedSoFar(transform.events());
+    if (more && f.response->complete()) {
+      last = out;  // valid until the next push(): there is none
+      break;
+    }
     auto w0 = SteadyClock::now();
     bool written = co_await sink.write(out);
     record.addWait(SteadyClock::now() - w0);  // the caller's pace, not ours
-    record.producedSoFar(transform.events());
     if (!written) co_return;  // caller gone: the upstream request is dropped with `f`
   }
   if (transform.usage()) record.usage = *transform.usage();
@@ -165,13 +173,11 @@ net::Task<void> deliverStream(Worker& worker, net::ResponseSink& sink, Forwarded
   }
   // Settled before the stream's end reaches the caller (see deliverJson).
   record.settle();
-  if (!why.empty()) {
-    std::string event;
-    sse::appendError(event, why, "server_error", "upstream_stream_interrupted",
+  std::string tail(last);
+  if (!why.empty())
+    sse::appendError(tail, why, "server_error", "upstream_stream_interrupted",
                      record.trace().traceId);
-    if (!co_await sink.write(event)) co_return;
-  }
-  co_await sink.finish();
+  co_await sink.finishWith(tail);
 }
 
 // Reads the body of an authenticated caller. An error to answer (413, 408,

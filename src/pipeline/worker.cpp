@@ -47,7 +47,10 @@ void Worker::setSnapshot(std::shared_ptr<const Snapshot> snapshot) {
 }
 
 void Worker::releaseConnections() {
+  // A shared gate owns timers and a socket of this worker's loop: it goes
+  // with the loop (its tickets are in exchanges the loop destroys).
   gate_->stop();
+  gate_ = std::make_unique<LocalKeyGate>();
   clients_.reset();
   mcp_.reset();
 }

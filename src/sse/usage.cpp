@@ -6,7 +6,6 @@
 #include <vector>
 
 #include "relay/common/json_scan.hpp"
-#include "relay/common/json_splice.hpp"
 #include "relay/common/json_write.hpp"
 
 namespace relay::sse {
@@ -207,17 +206,58 @@ void appendUsageChunk(std::string& out, const ChunkIdentity& identity, const Usa
   out.push_back('}');
 }
 
-bool removeChoiceUsage(std::string_view payload, std::string& out) {
-  if (payload.find("\"usage\"") == std::string_view::npos) return false;  // the common case
-  if (scanObject(payload, topMembers) || !scanFirstChoice(payload, topMembers)) return false;
-  for (std::size_t i = 0; i < choiceMembers.size(); ++i) {
-    if (!keyEquals(choiceMembers[i], "usage")) continue;
-    JsonSplice splice(payload);
-    if (!removeMember(splice, choiceMembers, i)) return false;
-    splice.appendTo(out);
-    return true;
+namespace {
+
+// Adds to `spans` the byte ranges that erase every member of one object that
+// is named "usage" (escapes decoded, as a JSON reader would), so that what is
+// left is still valid JSON: a member with a kept member after it goes with
+// its comma and the whitespace up to the next key; one with only erased
+// members after it goes with the comma before it, from the end of the
+// previous value. The ranges never overlap (nor do they with those of a
+// nested object, which lie inside a kept member).
+void usageSpans(const std::vector<JsonMember>& members, std::vector<JsonSpan>& spans) {
+  std::size_t lastKept = members.size();
+  for (std::size_t i = 0; i < members.size(); ++i)
+    if (!keyEquals(members[i], "usage")) lastKept = i;
+  for (std::size_t i = 0; i < members.size(); ++i) {
+    if (!keyEquals(members[i], "usage")) continue;
+    if (lastKept == members.size()) {  // every member goes: keep the braces
+      spans.push_back({members.front().keyOffset, members.back().value.span.end() -
+                                                      members.front().keyOffset});
+      return;
+    }
+    if (i < lastKept) {
+      spans.push_back({members[i].keyOffset, members[i + 1].keyOffset - members[i].keyOffset});
+    } else {
+      const std::size_t from = members[i - 1].value.span.end();
+      spans.push_back({from, members[i].value.span.end() - from});
+    }
   }
-  return false;
+}
+
+}  // namespace
+
+bool removeUsage(std::string_view payload, bool topLevel, std::string& out) {
+  if (payload.find("\"usage\"") == std::string_view::npos) return false;  // the common case
+  if (scanObject(payload, topMembers)) return false;
+  std::vector<JsonSpan> spans;
+  if (topLevel) usageSpans(topMembers, spans);
+  if (scanFirstChoice(payload, topMembers)) usageSpans(choiceMembers, spans);
+  if (spans.empty()) return false;
+  std::sort(spans.begin(), spans.end(),
+            [](const JsonSpan& a, const JsonSpan& b) { return a.offset < b.offset; });
+  out.reserve(out.size() + payload.size());
+  std::size_t copied = 0;
+  for (const JsonSpan& span : spans) {
+    out.append(payload.substr(copied, span.offset - copied));
+    copied = span.end();
+  }
+  out.append(payload.substr(copied));
+  return true;
+}
+
+bool removeChoiceUsage(std::string_view payload, std::string& out) {
+  return removeUsage(payload, false, out);
 }
 
 }  // namespace relay::sse

@@ -250,9 +250,10 @@ class ResponseStreamImpl final : public ResponseStream {
       parser_.get().body().size = conn_->scratch.size();
       auto [ec, n] = co_await conn_->visit(
           [&](auto& s) { return http::async_read_some(s, conn_->buffer, parser_, kTuple); });
+      if (ec == http::error::need_buffer) ec = {};
+      if (!ec) ec = parseBuffered();
       std::size_t got = conn_->scratch.size() - parser_.get().body().size;
       out.append(scratch, got);
-      if (ec == http::error::need_buffer) ec = {};
       if (ec) {
         fail(FailureKind::kReset, ec.message(), ec);
         co_return false;
@@ -260,9 +261,32 @@ class ResponseStreamImpl final : public ResponseStream {
       // Until the next read, time passes at the caller's pace (a slow reader,
       // a closed window), not the upstream's: only the total deadline runs.
       watchdog_.set(deadlines_.total, FailureKind::kTotalTimeout);
-      if (got > 0) co_return true;
+      if (got > 0) {
+        // The body's end came with these bytes: the connection goes back to
+        // the pool now, and complete() tells the caller they were the last.
+        if (parser_.is_done()) finishBody();
+        co_return true;
+      }
     }
     co_return false;
+  }
+
+  bool complete() const override { return done_; }
+
+  // Parses the chunks already in the buffer (a burst arrives as many chunks
+  // in one socket read; Beast parses one per call) without waiting for more
+  // bytes: one read() then returns the whole burst, and says whether the
+  // body ended with it.
+  boost::system::error_code parseBuffered() {
+    while (!parser_.is_done() && conn_->buffer.size() > 0 && parser_.get().body().size > 0) {
+      boost::system::error_code ec;
+      std::size_t used = parser_.put(conn_->buffer.data(), ec);
+      conn_->buffer.consume(used);
+      if (ec == http::error::need_more || ec == http::error::need_buffer) return {};
+      if (ec) return ec;
+      if (used == 0) return {};
+    }
+    return {};
   }
 
   Task<bool> readAll(std::string& out, std::uint64_t limit) override {

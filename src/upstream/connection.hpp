@@ -19,10 +19,19 @@ using tcp = asio::ip::tcp;
 using TlsStream = asio::ssl::stream<tcp::socket>;
 
 struct Connection {
+  static constexpr std::size_t kReadBytes = 16 * 1024;
   std::size_t upstream = 0;
   std::optional<tcp::socket> plain;
   std::optional<TlsStream> tls;
-  boost::beast::flat_buffer buffer;     // bytes read past the previous response stay here
+  // Bytes read past the previous response stay here. Its capacity is what
+  // one read asks the socket for (Beast reads max(512, capacity - size)):
+  // reserved up front, or a stream an upstream writes at once would arrive
+  // in 512-byte reads, each a write to the caller.
+  boost::beast::flat_buffer buffer = [] {
+    boost::beast::flat_buffer b;
+    b.reserve(kReadBytes);
+    return b;
+  }();
   std::array<char, 16 * 1024> scratch;  // body bytes of one read (reused: no allocation per read)
   Clock::time_point idleSince{};
 

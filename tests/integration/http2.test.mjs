@@ -24,6 +24,7 @@ import {
   headersFrame,
   parseGoaway,
   pingFrame,
+  responseStatus,
   settingsFrame,
   windowUpdateFrame,
 } from '../lib/h2frames.mjs';
@@ -507,6 +508,44 @@ describe('request body limit over HTTP/2', () => {
       }
     });
   }
+});
+
+describe('answers to HEAD over HTTP/2', () => {
+  // The session's own answers (413, 431, a handler's 500) sent their JSON
+  // body as DATA even to HEAD, where RFC 9110 allows no content and nghttp2
+  // clients see a protocol error (Node's drops it unseen: raw frames here).
+  // Found by tests/fuzz/fuzz_h2_session.
+  test('h2c: HEAD refused for its content-length gets 413 and a length, no DATA', async () => {
+    const conn = await connectRaw(plainPort());
+    try {
+      await conn.write(
+        Buffer.concat([
+          PREFACE,
+          settingsFrame({ [SETTING.HEADER_TABLE_SIZE]: 0 }),
+          headersFrame(1, [
+            [':method', 'HEAD'],
+            [':scheme', 'http'],
+            [':path', '/v1/chat/completions'],
+            [':authority', `127.0.0.1:${plainPort()}`],
+            ['authorization', auth.authorization],
+            ['content-length', String(MAX_REQUEST_BYTES + 1)],
+          ]),
+        ]),
+      );
+      const head = await conn.nextFrame((f) => f.type === TYPE.HEADERS && f.streamId === 1, {
+        what: 'the response head',
+      });
+      assert.equal(responseStatus(head), 413);
+      await conn.nextFrame(
+        (f) => f.streamId === 1 && (f.type === TYPE.HEADERS || f.type === TYPE.DATA) && f.flags & FLAG.END_STREAM,
+        { what: 'the end of the answer' },
+      );
+      const data = conn.frames.filter((f) => f.type === TYPE.DATA && f.streamId === 1 && f.length > 0);
+      assert.deepEqual(data.map(describeFrame), [], 'an answer to HEAD carries no content');
+    } finally {
+      conn.destroy();
+    }
+  });
 });
 
 describe('shutdown', () => {

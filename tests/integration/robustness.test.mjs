@@ -3,11 +3,13 @@
 // and a request whose body length cannot be known is refused, not guessed.
 
 import assert from 'node:assert/strict';
+import { once } from 'node:events';
 import http2 from 'node:http2';
 import net from 'node:net';
 import { after, before, describe, test } from 'node:test';
 
 import { chatRequest, postChat, readSse, relayConfig, startMock, startRelay, waitFor } from '../lib/harness.mjs';
+import { PREFACE, SETTING, TYPE, connectRaw, dataFrame, frame, headersFrame, settingsFrame } from '../lib/h2frames.mjs';
 import { metricSum, scrapeMetrics } from '../lib/metrics.mjs';
 
 const KEY = 'kr-test-robustness-7c5a3e1b9d7f5c3a1e9b7d5f3c1a9e7b';
@@ -80,6 +82,73 @@ describe('callers leaving', () => {
       what: 'the upstream requests to be cancelled',
     });
     assert.equal(await ejections(), 0);
+  });
+
+  // The session cancels a running handler when its caller leaves; that left
+  // the request loop's cancellation state set, the loop's next co_await threw,
+  // and the connection was never closed nor its session freed (found by
+  // tests/fuzz/fuzz_h1_request).
+  test('a caller that leaves mid-stream gives its HTTP/1.1 connection back', async () => {
+    const open = async () => metricSum(await scrapeMetrics(env.relay), 'kimi_relay_open_connections');
+    const before = await open();
+    const { hostname, port } = new URL(env.relay.url);
+    const body = JSON.stringify(chatRequest({ model: 'm-solo', stream: true }));
+    for (let i = 0; i < 3; ++i) {
+      const socket = net.connect({ host: hostname, port: Number(port) });
+      await once(socket, 'connect');
+      socket.write(
+        `POST /v1/chat/completions HTTP/1.1\r\nhost: ${hostname}\r\nauthorization: Bearer ${KEY}\r\n` +
+          `content-type: application/json\r\nx-mock-chunks: 40\r\nx-mock-chunk-delay-ms: 50\r\n` +
+          `content-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
+      );
+      await once(socket, 'data'); // the answer has started
+      socket.destroy();
+    }
+    await waitFor(async () => (await open()) <= before, {
+      timeoutMs: 5000,
+      what: `kimi_relay_open_connections back to ${before} once the callers left`,
+    });
+  });
+
+  // An HTTP/2 connection the gateway closes itself (GOAWAY after a protocol
+  // error here) must cancel its streams like one the client closes: a handler
+  // left running streamed its upstream's answer to nobody until the upstream
+  // finished (found by tests/fuzz/fuzz_h2_session, for a body still awaited).
+  test('an HTTP/2 connection closed for a protocol error cancels its streams upstream requests', async () => {
+    const port = Number(new URL(env.relay.url).port);
+    const conn = await connectRaw(port);
+    try {
+      const body = Buffer.from(JSON.stringify(chatRequest({ model: 'm-solo', stream: true })));
+      await conn.write(
+        Buffer.concat([
+          PREFACE,
+          settingsFrame(),
+          headersFrame(1, [
+            [':method', 'POST'],
+            [':scheme', 'http'],
+            [':path', '/v1/chat/completions'],
+            [':authority', `127.0.0.1:${port}`],
+            ['authorization', `Bearer ${KEY}`],
+            ['content-type', 'application/json'],
+            ['x-mock-chunks', '200'],
+            ['x-mock-chunk-delay-ms', '50'],
+          ]),
+          dataFrame(1, body, { endStream: true }),
+        ]),
+      );
+      await conn.nextFrame((f) => f.type === TYPE.DATA && f.streamId === 1, { what: 'the first event' });
+      assert.equal((await env.mock.stats()).in_flight, 1);
+      await conn.write(frame(TYPE.DATA, 0, 0, Buffer.from('x'))); // DATA on stream 0
+      await conn.nextFrame((f) => f.type === TYPE.GOAWAY, { what: 'GOAWAY' });
+      await conn.closed;
+    } finally {
+      conn.destroy();
+    }
+    // 200 chunks 50 ms apart would take 10 s.
+    await waitFor(async () => (await env.mock.stats()).in_flight === 0, {
+      timeoutMs: 2000,
+      what: 'the upstream request of a stream whose connection closed to be cancelled',
+    });
   });
 });
 
@@ -172,6 +241,60 @@ describe('HTTP/2 requests that never finish', () => {
       assert.equal(okStatus, 200);
     } finally {
       session.close();
+    }
+  });
+});
+
+describe('HTTP/2 clients that take nothing', () => {
+  const env = {};
+  before(async () => {
+    env.mock = await startMock({ name: 'window', apiKey: UPSTREAM_KEY });
+    env.relay = await startRelay(
+      relayConfig({
+        server: { idle_timeout_ms: 400 },
+        keys: [{ name: 'robust', key: KEY }],
+        upstreams: [{ name: 'window', url: env.mock.url, apiKey: UPSTREAM_KEY, models: { 'm-w': 'm-w' } }],
+      }),
+    );
+  });
+  after(async () => {
+    await Promise.all([env.relay, env.mock].filter(Boolean).map((p) => p.stop()));
+  });
+
+  // A zero window keeps every DATA frame back; without a bound the stream
+  // and its connection stayed open for ever (found by tests/fuzz/fuzz_h2_session).
+  test('a stream whose window never opens is reset after idle_timeout_ms, then the connection closes', async () => {
+    const conn = await connectRaw(Number(new URL(env.relay.url).port));
+    try {
+      const t0 = performance.now();
+      await conn.write(
+        Buffer.concat([
+          PREFACE,
+          settingsFrame({ [SETTING.INITIAL_WINDOW_SIZE]: 0 }),
+          headersFrame(
+            1,
+            [
+              [':method', 'GET'],
+              [':scheme', 'http'],
+              [':path', '/v1/models'],
+              [':authority', 'relay'],
+              ['authorization', `Bearer ${KEY}`],
+            ],
+            { endStream: true },
+          ),
+        ]),
+      );
+      await conn.nextFrame((f) => f.type === TYPE.HEADERS && f.streamId === 1, { what: 'the response head' });
+      const reset = await conn.nextFrame((f) => f.type === TYPE.RST_STREAM && f.streamId === 1, {
+        timeoutMs: 5000,
+        what: 'RST_STREAM for the stalled stream',
+      });
+      const waited = reset.at - t0;
+      assert.ok(waited >= 350, `reset after ${waited} ms, before idle_timeout_ms`);
+      assert.equal(conn.frames.filter((f) => f.type === TYPE.DATA && f.length > 0).length, 0);
+      await conn.nextFrame((f) => f.type === TYPE.GOAWAY, { timeoutMs: 5000, what: 'GOAWAY once idle' });
+    } finally {
+      conn.destroy();
     }
   });
 });

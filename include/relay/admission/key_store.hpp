@@ -71,6 +71,10 @@ class KeyStore {
   std::vector<Tenant> tenants_;
   std::vector<Entry> digests_;
   std::unordered_map<Digest, std::size_t, DigestHash> byDigest_;  // -> index in digests_
+  // Distinguishes this store from every other (its worker caches of
+  // authenticated keys are keyed by it).
+  std::uint64_t id_ = nextId();
+  static std::uint64_t nextId();
 };
 
 // Why a presented key cannot be right as typed: surrounding whitespace, or

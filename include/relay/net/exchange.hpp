@@ -42,6 +42,11 @@ struct ResponseHead {
   int status = 200;
   Headers
       headers;  // end-to-end fields; the session adds framing (content-length, chunked, :status)
+  // A streamed head may wait for the first body bytes and leave in the same
+  // write (HTTP/1.1). For streams whose first bytes follow at once (a relayed
+  // chat stream); never for one a client must see open before anything is
+  // sent (an MCP or event stream).
+  bool withFirstBytes = false;
 };
 
 // Implemented by the HTTP/1.1 and HTTP/2 sessions.
@@ -67,6 +72,15 @@ class ResponseSink {
 
   // Ends the body.
   virtual Task<bool> finish() = 0;
+  // Writes `last` and ends the body, in one write where the protocol allows.
+  virtual Task<bool> finishWith(std::string_view last) {
+    // (GCC 12 miscompiles co_await inside && and ||: keep it a statement.)
+    if (!last.empty()) {
+      const bool written = co_await write(last);
+      if (!written) co_return false;
+    }
+    co_return co_await finish();
+  }
 
   // Ends the response abnormally: RST_STREAM on HTTP/2; a TCP reset on HTTP/1.1.
   // Used when nothing honest can be said any more (and by the mock's fault modes).

@@ -8,7 +8,12 @@
 //   chunk is consumed;
 // - Moonshot's non-standard choices[0].usage is always removed from its
 //   chunk, and a caller who asked for usage gets it in OpenAI's place, an
-//   OpenAI-style usage-only chunk just before `data: [DONE]`.
+//   OpenAI-style usage-only chunk just before `data: [DONE]`;
+// - a top-level usage object in a chunk that also carries choices reaches
+//   only a caller who asked for usage.
+// `data: [DONE]` ends the caller's stream: nothing after it is forwarded, and
+// what is written before it depends only on what came before it, wherever
+// the upstream's reads split the stream. Usage that follows it still counts.
 // When no event needs changing (the common case) the parser's bytes go out
 // untouched, in one write per upstream read.
 #pragma once
@@ -41,16 +46,24 @@ class StreamTransform {
   bool sawDone() const { return sawDone_; }
   // Bytes of an event the upstream started but never finished.
   std::size_t pendingBytes() const { return parser_.pendingBytes(); }
-  // Data events seen so far (about one token each in a chat stream).
+  // Data events seen so far, up to [DONE] (about one token each in a chat stream).
   std::uint64_t events() const { return events_; }
   const std::optional<sse::Usage>& usage() const { return usage_; }
 
  private:
-  bool inspect(const sse::Event& event);  // true: the event must be rewritten
-  void rewrite();
+  enum class Edit {
+    kKeep,             // forwarded as received
+    kDrop,             // the usage-only chunk the gateway asked for
+    kReplace,          // replacement_'s data instead (usage removed)
+    kUsageChunkFirst,  // replacement_'s data (a usage chunk), then the event ([DONE])
+  };
+  // Reads one event in stream order and says what the caller gets of it.
+  Edit inspect(const sse::Event& event);
+  void readLateUsage(const sse::Event& event);
 
   sse::Parser parser_;
   std::string out_;
+  std::string replacement_;
   std::optional<sse::Usage> usage_;
   bool usageInChoice_ = false;
   bool haveIdentity_ = false;

@@ -75,9 +75,15 @@ void appendUsageJson(std::string& out, const Usage& usage);
 // `{"id":…,"object":"chat.completion.chunk","created":…,"model":…,"choices":[],"usage":{…}}`.
 void appendUsageChunk(std::string& out, const ChunkIdentity& identity, const Usage& usage);
 
-// Appends `payload` without the `usage` member of `choices[0]` (Moonshot's
-// place for it), for a caller who did not ask for usage. Every other byte is
-// kept. Returns false, appending nothing, when there is no such member.
+// Appends `payload` without the `usage` members of choices[0] (Moonshot's
+// place for it) and, with `topLevel`, without the top-level ones (OpenAI's),
+// for a caller who must not see them. Every member so named goes, duplicates
+// and escaped spellings of the key included; every other byte is kept.
+// Returns false, appending nothing, when there is no such member or the
+// payload is not a JSON object.
+bool removeUsage(std::string_view payload, bool topLevel, std::string& out);
+
+// removeUsage() of choices[0] only.
 bool removeChoiceUsage(std::string_view payload, std::string& out);
 
 }  // namespace relay::sse

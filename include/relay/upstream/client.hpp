@@ -76,6 +76,9 @@ class ResponseStream {
   // Appends the next body bytes to `out`. Returns false at the end of the body
   // or on failure (then `failure()` says which).
   virtual Task<bool> read(std::string& out) = 0;
+  // True once the body has been read to its end: the bytes the last read()
+  // gave were the last (the next read() returns false with nothing).
+  virtual bool complete() const = 0;
   // Reads the rest of the body into `out`, at most `limit` bytes (a body
   // declared or found larger fails with kTooLarge, unread). False on failure.
   virtual Task<bool> readAll(std::string& out, std::uint64_t limit) = 0;

@@ -76,6 +76,86 @@ TEST(StreamTransform, MovesMoonshotUsageOutOfTheChoice) {
       << "usage appears once, in OpenAI's place";
 }
 
+// tests/fuzz/regressions/sse/transform-usage-after-done: Moonshot usage that
+// arrives after [DONE] came out as a usage chunk before [DONE] when both were
+// in one read, and not when they were in two; and it was forwarded.
+TEST(StreamTransform, UsageAfterDoneGivesTheSameStreamInOneReadOrTwo) {
+  const std::string beforeDone = kChunk1 + kDone;
+  const std::string stream = beforeDone + kMoonshotLast;
+  for (bool callerWantsUsage : {false, true}) {
+    StreamTransform oneRead(callerWantsUsage);
+    const std::string whole(oneRead.push(stream));
+    StreamTransform twoReads(callerWantsUsage);
+    std::string split(twoReads.push(beforeDone));
+    split += twoReads.push(kMoonshotLast);
+    EXPECT_EQ(whole, beforeDone) << "callerWantsUsage " << callerWantsUsage;
+    EXPECT_EQ(split, beforeDone) << "callerWantsUsage " << callerWantsUsage;
+    // The upstream's late usage is still its bill.
+    ASSERT_TRUE(oneRead.usage());
+    EXPECT_EQ(oneRead.usage(), twoReads.usage());
+    EXPECT_EQ(oneRead.usage()->cachedTokens, 4);
+    EXPECT_EQ(oneRead.events(), twoReads.events());
+    EXPECT_TRUE(oneRead.sawDone());
+  }
+}
+
+TEST(StreamTransform, ForwardsNothingAfterDone) {
+  const std::string stream =
+      kChunk1 + kDone + "\n" + kChunk1 + ": keep-alive\n\n" + kOpenAiUsage + kDone + "data: x";
+  for (std::size_t piece : {std::size_t{1}, std::size_t{5}, kChunk1.size(), stream.size()}) {
+    StreamTransform t(true);
+    EXPECT_EQ(feedAll(t, stream, piece), kChunk1 + kDone) << "reads of " << piece;
+    EXPECT_EQ(t.events(), 2u);
+    ASSERT_TRUE(t.usage());
+    EXPECT_EQ(t.usage()->promptTokens, 9);  // read, though not forwarded
+  }
+}
+
+TEST(StreamTransform, MoonshotUsageChunkCarriesOnlyUsageSeenBeforeDone) {
+  // Usage in a choice before [DONE], other usage after it: the chunk before
+  // [DONE] says what was known then.
+  const std::string stream = kChunk1 + kMoonshotLast + kDone + kOpenAiUsage;
+  StreamTransform t(true);
+  const std::string out(t.push(stream));
+  EXPECT_NE(out.find(R"("choices":[],"usage":{"prompt_tokens":9,"completion_tokens":2,"total_tokens":11,"prompt_tokens_details":{"cached_tokens":4})"),
+            std::string::npos)
+      << out;
+  EXPECT_TRUE(out.ends_with(kDone));
+}
+
+// A chunk with usage both at the top level and in choices[0].
+const std::string kUsageInBothPlaces =
+    R"(data: {"id":"c1","object":"chat.completion.chunk","created":7,"model":"kimi-k2","choices":[{"index":0,"delta":{},"finish_reason":"stop","usage":{"prompt_tokens":9,"completion_tokens":2,"total_tokens":11}}],"usage":{"prompt_tokens":9,"completion_tokens":2,"total_tokens":11}})"
+    "\n\n";
+
+TEST(StreamTransform, UsageInBothPlacesReachesOnlyACallerWhoAskedForIt) {
+  StreamTransform quiet(false);
+  std::string out = feedAll(quiet, kChunk1 + kUsageInBothPlaces + kDone, 1000);
+  EXPECT_EQ(out.find("usage"), std::string::npos) << out;
+  EXPECT_NE(out.find(R"("finish_reason":"stop")"), std::string::npos) << out;
+  ASSERT_TRUE(quiet.usage());
+  EXPECT_EQ(quiet.usage()->totalTokens, 11);
+
+  // A caller who asked gets it once, in OpenAI's place, and no extra chunk.
+  StreamTransform asked(true);
+  out = feedAll(asked, kChunk1 + kUsageInBothPlaces + kDone, 1000);
+  EXPECT_NE(out.find(R"("finish_reason":"stop"}],"usage":{"prompt_tokens":9)"), std::string::npos)
+      << out;
+  const std::size_t first = out.find("\"usage\"");
+  ASSERT_NE(first, std::string::npos);
+  EXPECT_EQ(out.find("\"usage\"", first + 1), std::string::npos) << out;
+}
+
+TEST(StreamTransform, TopLevelUsageBesideChoicesIsRemovedForAQuietCaller) {
+  const std::string chunk =
+      R"(data: {"id":"c1","object":"chat.completion.chunk","created":7,"model":"kimi-k2","choices":[{"index":0,"delta":{"content":"hi"}}],"usage":{"prompt_tokens":9,"completion_tokens":1,"total_tokens":10}})"
+      "\n\n";
+  StreamTransform quiet(false);
+  EXPECT_EQ(feedAll(quiet, chunk + kDone, 1000), kChunk1 + kDone);
+  StreamTransform asked(true);
+  EXPECT_EQ(feedAll(asked, chunk + kDone, 1000), chunk + kDone);
+}
+
 TEST(StreamTransform, AnOversizedEventFailsTheStream) {
   StreamTransform t(false);
   std::string huge = "data: " + std::string(17u << 20, 'x');

@@ -157,6 +157,28 @@ TEST(Usage, RemovesUsageFromTheFirstChoiceKeepingEveryOtherByte) {
   EXPECT_EQ(out, "kept");
 }
 
+TEST(Usage, RemovesEveryUsageMemberOfTheChosenPlaces) {
+  std::string out;
+  // Top level and choices[0], with duplicates, an escaped key and "usage" last.
+  ASSERT_TRUE(removeUsage(
+      R"({"usage":{"total_tokens":1},"choices":[{"usage":1,"i":0,"us\u0061ge":{}}],"x":1,"usage":null,"usage":{}})",
+      true, out));
+  EXPECT_EQ(out, R"({"choices":[{"i":0}],"x":1})");
+
+  out.clear();  // choices[0] only: the top level is kept
+  ASSERT_TRUE(removeUsage(R"({"usage":{"total_tokens":1},"choices":[{"usage":{} }]})", false, out));
+  EXPECT_EQ(out, R"({"usage":{"total_tokens":1},"choices":[{ }]})");
+
+  out.clear();  // nothing but usage: the braces stay
+  ASSERT_TRUE(removeUsage(R"({ "usage":{}, "usage":2 })", true, out));
+  EXPECT_EQ(out, R"({  })");
+
+  out = "kept";
+  EXPECT_FALSE(removeUsage(R"({"usage":{}})", false, out));  // top level not asked for
+  EXPECT_FALSE(removeUsage(R"({"choices":[]})", true, out));
+  EXPECT_EQ(out, "kept");
+}
+
 TEST(Usage, ReadsAWholeBodyFromItsLastUsageKey) {
   const std::string body =
       R"({"id":"c","choices":[{"message":{"content":"the \"usage\":{\"prompt_tokens\":999} of words"}}],)"
