@@ -54,6 +54,7 @@ class SecuredSink final : public net::ResponseSink {
   }
   net::Task<bool> write(std::string_view bytes) override { return inner_.write(bytes); }
   net::Task<bool> finish() override { return inner_.finish(); }
+  net::Task<bool> finishWith(std::string_view last) override { return inner_.finishWith(last); }
   void abort() override { inner_.abort(); }
   bool started() const override { return inner_.started(); }
   bool clientGone() const override { return inner_.clientGone(); }
