@@ -68,8 +68,18 @@ std::string_view trimOws(std::string_view s) {
   return s;
 }
 
+// Seeded with 256 bits from the system: one 32-bit seed per thread would
+// give every gateway thread one of 2^32 id sequences, and two replicas (or
+// two threads) on the same sequence would hand out the same trace ids.
+std::mt19937_64 seededGenerator() {
+  std::random_device device;
+  std::seed_seq seed{device(), device(), device(), device(),
+                     device(), device(), device(), device()};
+  return std::mt19937_64(seed);
+}
+
 std::string randomHex(std::size_t digits) {
-  thread_local std::mt19937_64 random{std::random_device{}()};
+  thread_local std::mt19937_64 random = seededGenerator();
   static constexpr char kHex[] = "0123456789abcdef";
   std::string out(digits, '0');
   do {
