@@ -25,6 +25,7 @@
 // as RFC 9112 §5.2 allows. Responses are serialised here:
 // a status line, the handler's fields and our framing, gathered into one write.
 #include <array>
+#include <charconv>
 #include <optional>
 #include <span>
 
@@ -163,8 +164,10 @@ class H1Session final : public ResponseSink,
     heldHead_.clear();
     if (!head.empty()) bufs[n++] = asio::buffer(head);
     if (!bytes.empty()) {
-      int len = std::snprintf(size, sizeof size, "%zx\r\n", bytes.size());
-      bufs[n++] = asio::buffer(size, static_cast<std::size_t>(len));
+      char* line = std::to_chars(size, size + sizeof size - 2, bytes.size(), 16).ptr;
+      *line++ = '\r';
+      *line++ = '\n';
+      bufs[n++] = asio::buffer(size, static_cast<std::size_t>(line - size));
       bufs[n++] = asio::buffer(bytes.data(), bytes.size());
       bufs[n++] = asio::buffer("\r\n", 2);
     }
