@@ -26,12 +26,16 @@ cleanup() {
 }
 trap cleanup EXIT
 
-mock_port=28281 relay_port=28280
+mock_port=28281 fast_port=28282 relay_port=28280
 key=kr-bench-key-not-secret
 key_sha=$(printf %s "$key" | sha256sum | cut -d' ' -f1)
 ulimit -n "$(ulimit -Hn)"
 "$bin/kimi-relay-mock" --listen 127.0.0.1:$mock_port --api-key up --workers 2 --no-record \
   --chunks "$seconds" --chunk-delay-ms 1000 >"$work/mock.log" 2>&1 &
+pids+=($!)
+# The probe's own upstream answers at once: its latency is the gateway's.
+"$bin/kimi-relay-mock" --listen 127.0.0.1:$fast_port --api-key up --workers 1 --no-record \
+  --chunks 1 --chunk-delay-ms 0 >"$work/fast.log" 2>&1 &
 pids+=($!)
 cat >"$work/relay.yaml" <<EOF
 server:
@@ -44,6 +48,8 @@ keys: [{name: bench, sha256: "$key_sha"}]
 upstreams:
   - {name: mock, base_url: "http://127.0.0.1:$mock_port/v1", api_key: up, allow_insecure_http: true,
      models: [kimi-k2]}
+  - {name: fast, base_url: "http://127.0.0.1:$fast_port/v1", api_key: up, allow_insecure_http: true,
+     models: [kimi-probe]}
 log: {level: warn}
 EOF
 "$bin/kimi-relay" --config "$work/relay.yaml" >"$work/relay.log" 2>&1 &
@@ -55,7 +61,7 @@ printf '%s' '{"model":"kimi-k2","messages":[{"role":"user","content":"hold this 
 rss() { awk '/^VmRSS/{print $2}' "/proc/$relay_pid/status"; }
 probe() {
   curl -s --noproxy '*' -o /dev/null -w '%{time_total}' "http://127.0.0.1:$relay_port/v1/chat/completions" \
-    -H "Authorization: Bearer $key" -H 'x-mock-chunks: 1' -H 'x-mock-chunk-delay-ms: 0' -d @"$work/body.json"
+    -H "Authorization: Bearer $key" -d '{"model":"kimi-probe","messages":[{"role":"user","content":"ping"}]}'
 }
 
 idle=$(rss)
@@ -94,3 +100,5 @@ run() {
 run "HTTP/2 (h2c), 100 connections" "$h2_streams" -c 100 -m $(((h2_streams + 99) / 100))
 run "HTTP/1.1, one stream per connection" "$h1_streams" --h1 -c "$h1_streams"
 echo "after: RSS $(rss) KiB (idle before: $idle KiB)"
+sleep 12  # the gateway returns freed memory to the system every 10 s
+echo "after 12 s idle: RSS $(rss) KiB"

@@ -176,6 +176,7 @@ int Gateway::run() {
   joinBackground();  // a reload in progress posts to the loops: let it finish first
   for (auto& w : workers_)
     w->releaseConnections();
+  keyPublisher_.reset();  // shares worker 0's Redis link and timers
   runtime_.shutdown();
   {
     std::lock_guard lock(flusherMutex_);

@@ -25,8 +25,11 @@
 // as RFC 9112 §5.2 allows. Responses are serialised here:
 // a status line, the handler's fields and our framing, gathered into one write.
 #include <array>
+#include <charconv>
 #include <optional>
 #include <span>
+#include <type_traits>
+#include <variant>
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/bind_cancellation_slot.hpp>
@@ -163,8 +166,10 @@ class H1Session final : public ResponseSink,
     heldHead_.clear();
     if (!head.empty()) bufs[n++] = asio::buffer(head);
     if (!bytes.empty()) {
-      int len = std::snprintf(size, sizeof size, "%zx\r\n", bytes.size());
-      bufs[n++] = asio::buffer(size, static_cast<std::size_t>(len));
+      char* line = std::to_chars(size, size + sizeof size - 2, bytes.size(), 16).ptr;
+      *line++ = '\r';
+      *line++ = '\n';
+      bufs[n++] = asio::buffer(size, static_cast<std::size_t>(line - size));
       bufs[n++] = asio::buffer(bytes.data(), bytes.size());
       bufs[n++] = asio::buffer("\r\n", 2);
     }
@@ -536,6 +541,9 @@ class H1Session final : public ResponseSink,
   // would almost always be an EAGAIN, i.e. one wasted system call per request.
   Task<std::tuple<boost::system::error_code, std::size_t>> readSome() {
     if constexpr (std::is_same_v<Stream, tcp::socket>) {
+      // Nothing buffered: the wait holds no read buffer (a connection whose
+      // response streams for minutes keeps a few hundred bytes, not 16 KiB).
+      if (inbox_.size() == 0) inbox_.shrink_to_fit();
       auto [wec] = co_await stream_.async_wait(tcp::socket::wait_read, kTuple);
       if (wec) co_return std::tuple{wec, std::size_t{0}};
       boost::system::error_code ec;
@@ -639,7 +647,10 @@ class H1Session final : public ResponseSink,
   std::shared_ptr<asio::cancellation_signal> cancel_ =
       std::make_shared<asio::cancellation_signal>();
   boost::beast::flat_buffer inbox_;
-  std::array<char, kReadChunk> tlsScratch_;  // TLS reads land here first (see readSome)
+  // TLS reads land here first (see readSome); plaintext sessions have none.
+  std::conditional_t<std::is_same_v<Stream, tcp::socket>, std::monostate,
+                     std::array<char, kReadChunk>>
+      tlsScratch_;
   std::optional<Parser> parser_;
   std::string peer_;
   std::string keepAliveHint_;

@@ -123,8 +123,9 @@ net::Task<void> deliverStream(Worker& worker, net::ResponseSink& sink, Forwarded
   OpenStream registered(worker, f.response.get());
   const config::Upstream& upstreamConfig = *snap.catalog.upstreams()[f.upstream].config;
   StreamTransform transform(callerWantsUsage, upstreamConfig.maxEventBytes);
+  // Grows to the largest read (no reservation: an open stream that carries
+  // one small event a second should not hold a 16 KiB buffer).
   std::string chunk;
-  chunk.reserve(16 * 1024);
   // The bytes of the upstream's last read, held back so that they leave with
   // the end of the stream in one write.
   std::string_view last;

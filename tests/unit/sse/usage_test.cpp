@@ -28,6 +28,23 @@ TEST(Usage, OrdinaryChunksAreSkippedWithoutParsing) {
   EXPECT_EQ(extractUsage(kOrdinaryChunk), std::nullopt);
 }
 
+// The pre-check looks for the key's 'g' first: every position of the key in
+// the payload, and every near miss around a 'g', still answers as a plain
+// search would.
+TEST(Usage, PreCheckFindsTheKeyWhereverItIs) {
+  EXPECT_FALSE(mayContainUsage(""));
+  EXPECT_FALSE(mayContainUsage("g"));
+  EXPECT_FALSE(mayContainUsage(R"("usage")"));
+  EXPECT_FALSE(mayContainUsage(R"("usage":)"));
+  EXPECT_TRUE(mayContainUsage(R"("usage":{)"));
+  EXPECT_TRUE(mayContainUsage(R"({"logprobs":"gggg","usage":{"x":1}})"));
+  EXPECT_TRUE(mayContainUsage(R"({"a":"usag","b":"usage","usage":{}})"));
+  EXPECT_FALSE(mayContainUsage(R"({"usages":{},"xusage":{},"usage_":{}})"));
+  EXPECT_FALSE(mayContainUsage(R"({"usage"x{}})"));
+  EXPECT_TRUE(mayContainUsage(std::string(5000, 'g') + R"("usage" : {})"));
+  EXPECT_FALSE(mayContainUsage(std::string(5000, 'g') + R"("usage" : [])"));
+}
+
 TEST(Usage, ReadsOpenAisUsageOnlyChunk) {
   const auto found = extractUsage(kOpenAiUsageChunk);
   ASSERT_TRUE(found);
