@@ -6,6 +6,7 @@
 #include <openssl/crypto.h>
 
 #include "relay/admission/key_store.hpp"
+#include "relay/api/console.hpp"
 #include "relay/api/events.hpp"
 #include "relay/common/json_write.hpp"
 #include "relay/pipeline/respond.hpp"
@@ -37,6 +38,45 @@ net::Task<void> reload(net::Exchange& ex, AdminState& state) {
   }
   co_await pipeline::respondJson(*ex.response, 200, Headers(), "{\"status\":\"reloaded\"}");
 }
+
+// Every answer of the admin listener leaves with the console's security
+// headers: one place, whichever handler answered.
+class SecuredSink final : public net::ResponseSink {
+ public:
+  explicit SecuredSink(net::ResponseSink& inner) : inner_(inner) {}
+  net::Task<bool> respond(net::ResponseHead head, std::string body) override {
+    addAdminSecurityHeaders(head.headers);
+    return inner_.respond(std::move(head), std::move(body));
+  }
+  net::Task<bool> start(net::ResponseHead head) override {
+    addAdminSecurityHeaders(head.headers);
+    return inner_.start(std::move(head));
+  }
+  net::Task<bool> write(std::string_view bytes) override { return inner_.write(bytes); }
+  net::Task<bool> finish() override { return inner_.finish(); }
+  net::Task<bool> finishWith(std::string_view last) override { return inner_.finishWith(last); }
+  void abort() override { inner_.abort(); }
+  bool started() const override { return inner_.started(); }
+  bool clientGone() const override { return inner_.clientGone(); }
+
+ private:
+  net::ResponseSink& inner_;
+};
+
+// Puts the exchange's own sink back however the handler ends (the session
+// may still use it after an exception).
+struct SinkSwap {
+  SinkSwap(net::Exchange& ex, net::ResponseSink& replacement) : ex_(ex), saved_(ex.response) {
+    ex.response = &replacement;
+  }
+  ~SinkSwap() { ex_.response = saved_; }
+  SinkSwap(const SinkSwap&) = delete;
+  SinkSwap& operator=(const SinkSwap&) = delete;
+  net::Exchange& ex_;
+  net::ResponseSink* saved_;
+};
+
+net::Task<void> route(net::Exchange& ex, AdminState& state);
 
 }  // namespace
 
@@ -71,6 +111,16 @@ net::Task<void> serveMetrics(net::Exchange& ex, const telemetry::Metrics& metric
 
 net::Handler adminHandler(AdminState& state) {
   return [&state](net::Exchange& ex) -> net::Task<void> {
+    SecuredSink secured(*ex.response);
+    SinkSwap swap(ex, secured);
+    co_await route(ex, state);
+  };
+}
+
+namespace {
+
+net::Task<void> route(net::Exchange& ex, AdminState& state) {
+  {
     const std::string& path = ex.head.path;
     if (path == "/healthz" && readOnly(ex)) {
       return pipeline::respondJson(*ex.response, 200, {}, "{\"status\":\"ok\"}");
@@ -86,7 +136,9 @@ net::Handler adminHandler(AdminState& state) {
     if (path == "/metrics" && readOnly(ex) && state.metrics)
       return serveMetrics(ex, *state.metrics);
     if (path == "/admin/events") return handleEvents(state.snapshot(), ex, std::string(), true);
-    if (path == "/admin/reload" || path == "/admin/keys" || path.starts_with("/admin/keys/")) {
+    if (isConsoleAsset(path)) return serveConsoleAsset(ex);
+    if (path == "/admin/reload" || path == "/admin/keys" || path.starts_with("/admin/keys/") ||
+        path.starts_with("/admin/console/")) {
       auto snap = state.snapshot();
       if (snap->config.admin.keySha256.empty()) {
         return answer(ex, ApiError{403, "admin actions are disabled: set admin.key_sha256",
@@ -96,6 +148,7 @@ net::Handler adminHandler(AdminState& state) {
         return answer(ex, ApiError{401, ex.head.method + " " + path + " needs the admin key",
                                    "invalid_request_error", "invalid_api_key"});
       }
+      if (path.starts_with("/admin/console/")) return serveConsoleData(ex, state);
       if (path != "/admin/reload") return handleAdminKeys(ex, state);
       if (ex.head.method == "POST" && state.reload) return reload(ex, state);
     }
@@ -110,7 +163,9 @@ net::Handler adminHandler(AdminState& state) {
     }
     return answer(ex, ApiError{404, "Unknown admin URL: " + ex.head.method + " " + path + ".",
                                "invalid_request_error", "unknown_url"});
-  };
+  }
 }
+
+}  // namespace
 
 }  // namespace relay::api

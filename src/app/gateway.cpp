@@ -85,6 +85,8 @@ Gateway::Gateway(std::string configPath, pipeline::Services services, config::Co
   admin_.snapshot = [this] { return current(); };
   admin_.reload = [this] { return reloadInBackground(); };
   admin_.registry = keys_.get();
+  admin_.live = services_.live;
+  admin_.version = RELAY_VERSION;
   admin_.keyChange = [this](api::KeyOp op) {
     auto pending = std::make_shared<PendingReply>();
     runInBackground([this, pending, op = std::move(op)] { pending->set(changeKeys(op)); });
@@ -481,17 +483,29 @@ void Gateway::audit(std::string_view action, const std::string& keyName, std::st
 
 void Gateway::flusherLoop() {
   std::unique_lock lock(flusherMutex_);
+  sampleLiveStats();
   unsigned rounds = 0;
   while (!stopFlusher_) {
     flusherWake_.wait_for(lock, kFlushInterval, [this] { return stopFlusher_; });
     lock.unlock();
     flushState();  // fsync may take milliseconds: never on an event loop
+    sampleLiveStats();
     // Memory freed after a burst goes back to the system (tcmalloc keeps it
     // for reuse otherwise): RSS falls back toward idle within kReleaseEvery.
     if (++rounds % (kReleaseEvery / kFlushInterval) == 0 && MallocExtension_ReleaseFreeMemory)
       MallocExtension_ReleaseFreeMemory();
     lock.lock();
   }
+}
+
+// The console's history takes a sample every 10 s (LiveStats::kSampleMs);
+// called every kFlushInterval, it adds one when one is due.
+void Gateway::sampleLiveStats() {
+  if (!services_.live) return;
+  auto unixMs = std::chrono::duration_cast<std::chrono::milliseconds>(
+                    std::chrono::system_clock::now().time_since_epoch())
+                    .count();
+  services_.live->sampleIfDue(unixMs, telemetry::LiveStats::steadyNowMs());
 }
 
 void Gateway::flushState() {

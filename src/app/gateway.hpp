@@ -1,5 +1,6 @@
 // The running gateway: listeners, workers, the current config snapshot,
-// signals (SIGTERM/SIGINT drain, SIGHUP reload) and the budget-state flusher.
+// signals (SIGTERM/SIGINT drain, SIGHUP reload) and the budget-state flusher
+// (which also samples the console's history).
 #pragma once
 
 #include <atomic>
@@ -63,6 +64,7 @@ class Gateway {
   void pollDrain();
   void flusherLoop();
   void flushState();
+  void sampleLiveStats();
   std::shared_ptr<const pipeline::Snapshot> current() const;
 
   std::string configPath_;

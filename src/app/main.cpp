@@ -97,8 +97,9 @@ int runGateway(const std::string& path) {
   std::shared_ptr<const pipeline::Snapshot> snapshot;
   std::unique_ptr<admission::StateDirLock> stateLock;
   pipeline::EventBus events;
+  telemetry::LiveStats live;
   std::shared_ptr<admission::KeyRegistry> keys;
-  pipeline::Services services{&metrics, nullptr, &events};
+  pipeline::Services services{&metrics, nullptr, &events, &live};
   try {
     // Held for the process's life: one gateway per state_dir.
     if (!cfg.stateDir.empty()) stateLock = std::make_unique<admission::StateDirLock>(cfg.stateDir);

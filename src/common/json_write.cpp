@@ -37,7 +37,7 @@ void appendJsonString(std::string& out, std::string_view s) {
 }
 
 std::string openAiErrorJson(std::string_view message, std::string_view type, std::string_view code,
-                            std::string_view param) {
+                            std::string_view param, std::string_view traceId) {
   std::string out;
   out.reserve(64 + message.size());
   out.append("{\"error\":{\"message\":");
@@ -54,8 +54,20 @@ std::string openAiErrorJson(std::string_view message, std::string_view type, std
     out.append("null");
   else
     appendJsonString(out, code);
+  if (!traceId.empty()) {
+    out.append(",\"trace_id\":");
+    appendJsonString(out, traceId);
+  }
   out.append("}}");
   return out;
+}
+
+void addTraceIdToError(std::string& body, std::string_view traceId) {
+  if (traceId.empty() || !body.starts_with("{\"error\":{") || !body.ends_with("}}")) return;
+  if (body.find("\"trace_id\":") != std::string::npos) return;  // has one already
+  std::string field = ",\"trace_id\":";
+  appendJsonString(field, traceId);
+  body.insert(body.size() - 2, field);
 }
 
 }  // namespace relay

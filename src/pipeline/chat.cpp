@@ -9,6 +9,7 @@
 
 #include "chat_forward.hpp"
 #include "chat_record.hpp"
+#include "relay/common/json_write.hpp"
 #include "relay/common/limits.hpp"
 #include "relay/common/request_id.hpp"
 #include "relay/pipeline/steps.hpp"
@@ -65,6 +66,7 @@ net::Task<void> deliverJson(net::ResponseSink& sink, Forwarded& f, Headers heade
                  "upstream '" + upstreamName + "' failed while sending its answer: " +
                      upstream::describe(f.response->failure()),
                  "server_error", "upstream_unavailable"};
+    err.traceId = record.trace().traceId;
     record.status = 502;
     record.errorCode = err.code;
     co_await respondError(sink, std::move(headers), std::move(err));
@@ -173,7 +175,9 @@ net::Task<void> deliverStream(Worker& worker, net::ResponseSink& sink, Forwarded
   // Settled before the stream's end reaches the caller (see deliverJson).
   record.settle();
   std::string tail(last);
-  if (!why.empty()) sse::appendError(tail, why, "server_error", "upstream_stream_interrupted");
+  if (!why.empty())
+    sse::appendError(tail, why, "server_error", "upstream_stream_interrupted",
+                     record.trace().traceId);
   co_await sink.finishWith(tail);
 }
 
@@ -199,6 +203,7 @@ void publishRefusal(const Snapshot& snap, const ChatRecord& record, const ChatPl
   const bool budget = *plan.refusal == telemetry::RefusalReason::kBudget;
   e.kind = budget ? "budget.exceeded" : "request.rate_limited";
   e.requestId = record.requestId();
+  e.traceId = record.trace().traceId;
   e.key = plan.tenant->name;
   e.node = record.nodeHeader();
   e.model = plan.fields.model;
@@ -238,8 +243,11 @@ net::Task<void> handleModelRequest(Worker& worker, net::Exchange& ex, ModelApi a
   ChatRecord record(snap, ex, requestIdFrom(ex.head.headers.get("x-request-id")), start);
 
   Headers base;
-  base.reserve(16);  // request id, 6 rate-limit fields, the relay's own: no regrowth
+  base.reserve(16);  // request id, trace, 6 rate-limit fields, the relay's own: no regrowth
   base.add("x-request-id", record.requestId());
+  // The caller learns the trace (and the gateway's span in it) from every
+  // answer, also when it sent no traceparent (docs/tracing.md).
+  base.add("traceparent", record.trace().traceparent());
 
   // The key is checked on the head: a caller with a bad key is refused
   // before a byte of its body is read.
@@ -265,6 +273,7 @@ net::Task<void> handleModelRequest(Worker& worker, net::Exchange& ex, ModelApi a
   if (refused) {
     record.status = refused->status;
     record.errorCode = refused->code;
+    refused->traceId = record.trace().traceId;
     if (plan.refusal) {
       snap.telemetry->refusal(*plan.refusal);
       publishRefusal(snap, record, plan, *refused);
@@ -284,6 +293,7 @@ net::Task<void> handleModelRequest(Worker& worker, net::Exchange& ex, ModelApi a
     record.errorCode = e.code;
     for (const HeaderField& h : e.headers)
       base.add(h.name, h.value);
+    addTraceIdToError(e.body, record.trace().traceId);
     co_await respondJson(sink, e.status, std::move(base), std::move(e.body));
     co_return;
   }

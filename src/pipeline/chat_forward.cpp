@@ -87,6 +87,12 @@ class Forwarder {
     forwardHeaders_.set("content-type", "application/json");  // the body was validated as JSON
     forwardHeaders_.set("accept-encoding", "identity");       // SSE is relayed as it comes
     forwardHeaders_.set("x-relay-hops", std::to_string(req.hops + 1));
+    // W3C Trace Context: the upstream's parent is the gateway's own span, never
+    // the caller's (steps.cpp does not copy these fields).
+    const TraceContext& trace = req.record.trace();
+    forwardHeaders_.set("traceparent", trace.traceparent());
+    forwardHeaders_.remove("tracestate");
+    if (!trace.tracestate.empty()) forwardHeaders_.set("tracestate", trace.tracestate);
   }
 
   net::Task<Forwarded> run() {
@@ -352,8 +358,11 @@ class Forwarder {
                        ? upstream::HealthVerdict::kNeutral
                        : upstream::healthVerdict(tried.failure),
                    headAt);
+      snap_.telemetry->attempt(static_cast<std::uint32_t>(u),
+                               failure.kind != FailureKind::kTotalTimeout);
     } else if (resp->status() >= 200 && resp->status() < 300) {
       lease.report(upstream::HealthVerdict::kSuccess, headAt);
+      snap_.telemetry->attempt(static_cast<std::uint32_t>(u), false);
       reportHealth(u);
       Forwarded f;
       f.response = std::move(resp);
@@ -365,6 +374,9 @@ class Forwarder {
       f.explored = lastExplored_;
       co_return f;
     } else {
+      const int status = resp->status();
+      snap_.telemetry->attempt(static_cast<std::uint32_t>(u),
+                               status >= 500 || status == 429 || status == 401 || status == 403);
       std::string body;
       if (!co_await resp->readAll(body, info.config->maxResponseBytes)) body.clear();
       UpstreamErrorView view =
@@ -410,6 +422,7 @@ class Forwarder {
         RelayEvent e;
         e.kind = "upstream.ejected";
         e.upstream = info.name;
+        e.traceId = req_.record.trace().traceId;  // the request that tipped it
         e.reason = tried.credentialRefused ? "credential_refused" : "consecutive_failures";
         e.message = tried.what;
         snap_.publish(e);
@@ -427,6 +440,7 @@ class Forwarder {
     RelayEvent e;
     e.kind = kind;
     e.requestId = req_.record.requestId();
+    e.traceId = req_.record.trace().traceId;
     e.key = req_.plan.tenant->name;
     e.node = req_.record.nodeHeader();
     return e;

@@ -13,7 +13,11 @@ std::int64_t micros(SteadyClock::duration d) {
 
 ChatRecord::ChatRecord(const Snapshot& snapshot, const net::Exchange& exchange,
                        std::string requestId, SteadyClock::time_point start)
-    : snapshot_(snapshot), exchange_(exchange), requestId_(std::move(requestId)), start_(start) {}
+    : snapshot_(snapshot),
+      exchange_(exchange),
+      requestId_(std::move(requestId)),
+      trace_(traceFrom(exchange.head.headers)),
+      start_(start) {}
 
 ChatRecord::~ChatRecord() {
   try {
@@ -44,6 +48,8 @@ void ChatRecord::settle() {
 
   telemetry::RequestRecord r;
   r.requestId = requestId_;
+  r.traceId = trace_.traceId;
+  r.spanId = trace_.spanId;
   if (tenant) {
     r.keyName = tenant->name;
     r.keyId = static_cast<std::uint32_t>(tenant->index);
@@ -98,12 +104,13 @@ void ChatRecord::settle() {
     // The token reservation and the budget hold become the real usage and cost.
     BudgetCrossed crossed;
     if (snapshot_.eventsWanted()) {
-      crossed = [events = snapshot_.events, id = requestId_, key = tenant->name,
-                 node = std::string(nodeHeader())](double share) {
+      crossed = [events = snapshot_.events, id = requestId_, trace = trace_.traceId,
+                 key = tenant->name, node = std::string(nodeHeader())](double share) {
         if (!events->active()) return;
         RelayEvent e;
         e.kind = "budget.threshold";
         e.requestId = id;
+        e.traceId = trace;
         e.key = key;
         e.node = node;
         e.usedFraction = share;
@@ -125,6 +132,7 @@ void ChatRecord::firstByteEvent() const {
   RelayEvent e;
   e.kind = "request.first_byte";
   e.requestId = requestId_;
+  e.traceId = trace_.traceId;
   e.key = plan->tenant->name;
   e.node = nodeHeader();
   if (upstream) e.upstream = snapshot_.catalog.upstreams()[*upstream].name;
@@ -137,6 +145,7 @@ void ChatRecord::publishFinished(const telemetry::RequestRecord& r,
   RelayEvent e;
   e.kind = "request.finished";
   e.requestId = requestId_;
+  e.traceId = trace_.traceId;
   e.key = r.keyName;
   e.node = nodeHeader();
   e.model = r.fallbackModel.empty() ? r.model : r.fallbackModel;

@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 
+#include "relay/common/trace_context.hpp"
 #include "relay/pipeline/chat.hpp"
 #include "relay/sse/usage.hpp"
 
@@ -26,6 +27,9 @@ class ChatRecord {
   ChatRecord& operator=(const ChatRecord&) = delete;
 
   const std::string& requestId() const { return requestId_; }
+  // The request's W3C trace: the caller's continued, or a new one; the
+  // gateway's own span (trace_context.hpp).
+  const TraceContext& trace() const { return trace_; }
   // The caller's X-Node-Id as sent (at most 64 bytes), for events.
   std::string_view nodeHeader() const;
 
@@ -58,6 +62,7 @@ class ChatRecord {
   const Snapshot& snapshot_;
   const net::Exchange& exchange_;
   std::string requestId_;
+  TraceContext trace_;
   SteadyClock::time_point start_;
   std::optional<SteadyClock::time_point> firstByte_;
   SteadyClock::duration waited_{};

@@ -64,6 +64,7 @@ std::shared_ptr<const StoredEvent> format(std::uint64_t id, const RelayEvent& e)
   std::string json = "{\"id\":" + std::to_string(id) + ",\"time\":\"" + isoNow() + "\"";
   field(json, "kind", e.kind);
   field(json, "request_id", e.requestId);
+  field(json, "trace_id", e.traceId);
   field(json, "key", e.key);
   field(json, "node", e.node);
   field(json, "model", e.model);

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "mcp_forward.hpp"
+#include "relay/common/trace_context.hpp"
 #include "relay/pipeline/mcp.hpp"
 #include "relay/pipeline/mcp_request.hpp"
 #include "relay/pipeline/respond.hpp"
@@ -78,7 +79,8 @@ class McpExchange {
   const admission::Tenant* tenant_ = nullptr;
   JsonRpcPeek peek_;
   telemetry::McpMethod label_ = telemetry::McpMethod::kOther;
-  Headers base_;  // on every answer: x-request-id, x-relay-region, CORS, rate limits
+  Headers base_;  // on every answer: x-request-id, traceparent, x-relay-region, CORS, rate limits
+  TraceContext trace_;  // the caller's trace continued (or a new one), the gateway's span
   int status_ = 0;
   bool streamOpen_ = false;
   bool plain_ = false;  // the caller takes JSON only (mcpAcceptMode kJsonOnly)

@@ -29,7 +29,7 @@ using std::chrono::milliseconds;
 constexpr milliseconds kStreamIdle = std::chrono::minutes(5);
 
 constexpr std::string_view kExposedHeaders =
-    "mcp-session-id, mcp-protocol-version, x-relay-region, x-request-id";
+    "mcp-session-id, mcp-protocol-version, x-relay-region, x-request-id, traceparent";
 
 telemetry::McpMethod methodLabel(std::string_view httpMethod, const JsonRpcPeek& peek) {
   using telemetry::McpMethod;
@@ -108,6 +108,8 @@ McpExchange::~McpExchange() {
 net::Task<void> McpExchange::run(std::string serverName, bool initializePath) {
   const net::RequestHead& req = ex_.head;
   base_.add("x-request-id", requestIdFrom(req.headers.get("x-request-id")));
+  trace_ = traceFrom(req.headers);
+  base_.add("traceparent", trace_.traceparent());
   // The key is checked on the head; only a known caller's body is read (its
   // JSON-RPC id then goes into every refusal). A caller with a bad key is
   // refused below, in its turn, without a byte of its body read.
@@ -151,6 +153,7 @@ RelayEvent McpExchange::event(std::string_view kind) const {
   RelayEvent e;
   e.kind = kind;
   e.requestId = base_.get("x-request-id");
+  e.traceId = trace_.traceId;
   if (tenant_) e.key = tenant_->name;
   e.node = ex_.head.headers.get("x-node-id").substr(0, 64);
   if (route_) e.server = route_->name;
@@ -382,6 +385,10 @@ McpSend McpExchange::buildSend() {
   }
   if (!route_->authorization.empty()) send.headers.set("authorization", route_->authorization);
   send.headers.set("x-request-id", base_.get("x-request-id"));
+  // The server's parent span is the gateway's (trace_context.hpp).
+  send.headers.set("traceparent", trace_.traceparent());
+  send.headers.remove("tracestate");
+  if (!trace_.tracestate.empty()) send.headers.set("tracestate", trace_.tracestate);
   send.headers.set("accept-encoding", "identity");  // bytes are relayed as they come
   if (req.method == "POST") {
     // The server is spoken to as the spec requires, whatever a plain
@@ -414,7 +421,7 @@ net::Task<void> McpExchange::refuse(McpRefusal refusal) {
     h.add(f.name, f.value);
   std::string_view type = refusal.status >= 500 ? "server_error" : "invalid_request_error";
   std::string body = peek_.idJson.empty()
-                         ? openAiErrorJson(refusal.message, type, refusal.code)
+                         ? openAiErrorJson(refusal.message, type, refusal.code, {}, trace_.traceId)
                          : jsonRpcErrorBody(peek_.idJson, refusal.rpcCode, refusal.message);
   co_await respondJson(sink_, refusal.status, std::move(h), std::move(body));
 }
@@ -428,7 +435,7 @@ net::Task<void> McpExchange::preflight() {
     h.add("access-control-allow-methods", "GET, POST, DELETE");
     h.add("access-control-allow-headers",
           "authorization, x-api-key, content-type, accept, mcp-session-id, "
-          "mcp-protocol-version, last-event-id");
+          "mcp-protocol-version, last-event-id, traceparent, tracestate");
     h.add("access-control-max-age", "600");
   }
   status_ = 204;

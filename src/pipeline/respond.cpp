@@ -7,8 +7,9 @@ namespace relay::pipeline {
 net::Task<void> respondError(net::ResponseSink& sink, Headers headers, ApiError error) {
   for (const HeaderField& f : error.headers)
     headers.add(f.name, f.value);
-  co_await respondJson(sink, error.status, std::move(headers),
-                       openAiErrorJson(error.message, error.type, error.code, error.param));
+  co_await respondJson(
+      sink, error.status, std::move(headers),
+      openAiErrorJson(error.message, error.type, error.code, error.param, error.traceId));
 }
 
 net::Task<void> respondJson(net::ResponseSink& sink, int status, Headers headers,

@@ -108,7 +108,7 @@ Snapshot::Snapshot(config::Config cfg, const Services& services, const Snapshot*
     fallbacks.push_back(std::move(chain));
   }
   telemetry = std::make_shared<telemetry::Telemetry>(metrics, services.accessLog, config,
-                                                     config.metrics.nodeIds);
+                                                     config.metrics.nodeIds, services.live);
   for (const upstream::ModelRoute& route : catalog.routes()) {
     telemetry::Price worst;
     auto consider = [&](const upstream::ModelRoute& r) {

@@ -32,15 +32,15 @@ namespace {
 
 // What OpenAI and Moonshot document for requests, and what their SDKs send
 // that is about the request rather than the caller (x-stainless-* describe
-// the SDK and its retry count).
+// the SDK and its retry count). traceparent and tracestate are not copied:
+// the gateway sends its own (a span of its own in the caller's trace,
+// trace_context.hpp).
 constexpr std::string_view kChatFields[] = {
-    "accept", "accept-language", "user-agent", "idempotency-key", "openai-beta",
-    "traceparent", "tracestate", "x-stainless-*",
+    "accept", "accept-language", "user-agent", "idempotency-key", "openai-beta", "x-stainless-*",
 };
 // The MCP transport's own fields (PROTOCOLS.md: forwarded unchanged).
 constexpr std::string_view kMcpFields[] = {
     "accept", "content-type", "user-agent", "mcp-protocol-version", "last-event-id",
-    "traceparent", "tracestate",
 };
 
 bool listed(std::string_view name, std::string_view entry) {

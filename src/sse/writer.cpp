@@ -36,8 +36,8 @@ void appendDone(std::string& out) {
 }
 
 void appendError(std::string& out, std::string_view message, std::string_view type,
-                 std::string_view code) {
-  appendData(out, openAiErrorJson(message, type, code));
+                 std::string_view code, std::string_view traceId) {
+  appendData(out, openAiErrorJson(message, type, code, {}, traceId));
 }
 
 }  // namespace relay::sse

@@ -146,6 +146,10 @@ void appendAccessLine(std::string& out, const RequestRecord& r, const Settlement
   appendRfc3339Millis(out, at);
   out.append("\",\"request_id\":");
   appendTextOrNull(out, r.requestId);
+  out.append(",\"trace_id\":");
+  appendTextOrNull(out, r.traceId);
+  out.append(",\"span_id\":");
+  appendTextOrNull(out, r.spanId);
   out.append(",\"key\":");
   appendTextOrNull(out, r.keyName);
   out.append(",\"model\":");

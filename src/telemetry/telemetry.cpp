@@ -6,6 +6,7 @@
 
 #include "families.hpp"
 #include "relay/telemetry/access_log.hpp"
+#include "relay/telemetry/live_stats.hpp"
 #include "relay/telemetry/metrics.hpp"
 #include "series_cache.hpp"
 
@@ -75,6 +76,7 @@ struct Telemetry::Series {
   detail::WindowQuantiles* durationWindow = nullptr;
   detail::WindowQuantiles* ttftWindow = nullptr;
   const Price* price = nullptr;  // into prices_; null = unpriced
+  LiveCells live;                // the console's cells (all null without LiveStats)
 };
 
 struct Telemetry::McpSeries {
@@ -91,6 +93,7 @@ struct Telemetry::Events {
   std::vector<std::array<pm::Counter*, kEjections>> ejections;
   std::vector<pm::Gauge*> health;
   std::vector<pm::Gauge*> mcpStreams;  // by MCP server id
+  std::vector<detail::LiveUpstream*> live;  // by upstream id; empty without LiveStats
 };
 
 struct Telemetry::Caches {
@@ -99,9 +102,10 @@ struct Telemetry::Caches {
 };
 
 Telemetry::Telemetry(Metrics& metrics, AccessLog* accessLog, const config::Config& cfg,
-                     std::vector<std::string> nodeIds)
+                     std::vector<std::string> nodeIds, LiveStats* live)
     : metrics_(metrics),
       log_(accessLog),
+      live_(live),
       labels_(cfg, std::move(nodeIds)),
       prices_(cfg.prices),
       currency_(cfg.currency),
@@ -132,6 +136,7 @@ Telemetry::Telemetry(Metrics& metrics, AccessLog* accessLog, const config::Confi
           {{"upstream", up}, {"reason", str(detail::ejectionLabel(EjectionReason(r)))}});
     }
     events_->health.push_back(&f.health.Add({{"upstream", up}}));
+    if (live_) events_->live.push_back(live_->upstreamCell(up));
   }
   for (const std::string& server : labels_.mcpServers()) {
     events_->mcpStreams.push_back(&f.mcpStreams.Add({{"server", server}}));
@@ -168,6 +173,11 @@ const Telemetry::Series& Telemetry::seriesFor(const RequestRecord& r) {
     out.ttft = &f.ttft.Add({{"model", modelL}, {"node", nodeL}, {"region", regionL}}, f.latency);
     out.durationWindow = &f.durationWindow.add({{"model", modelL}, {"node", nodeL}});
     out.ttftWindow = &f.ttftWindow.add({{"model", modelL}, {"node", nodeL}});
+    if (live_) {
+      out.live = live_->cells(
+          key == kNone ? std::string_view() : labels_.keyLabel(key),
+          upstream == kNone ? std::string_view() : labels_.upstreamLabel(upstream), nodeL);
+    }
     if (upstream == kNone) return out;  // no tokens, cost or upstream latency without one
     for (std::size_t d = 0; d < 3; ++d) {
       const std::string dir = str(kDirections[d]);
@@ -221,6 +231,7 @@ Settlement Telemetry::record(const RequestRecord& r) {
   }
   if (r.upstreamUs >= 0 && s.upstream) s.upstream->Observe(seconds(r.upstreamUs));
   if (r.overheadUs >= 0) metrics_.families().overheadSeconds.Observe(seconds(r.overheadUs));
+  if (live_) live_->record(s.live, r, out.cost, nowMs);
 
   if (log_) {
     thread_local std::string line;  // reused: no allocation per request once warm
@@ -250,6 +261,11 @@ Settlement Telemetry::price(std::string_view model, std::string_view upstream,
 void Telemetry::retry(std::uint32_t upstreamId, UpstreamFailure why) {
   if (upstreamId >= events_->retries.size()) return;
   events_->retries[upstreamId][std::min(static_cast<std::size_t>(why), kFailures - 1)]->Increment();
+}
+
+void Telemetry::attempt(std::uint32_t upstreamId, bool failed) {
+  if (upstreamId >= events_->live.size()) return;
+  live_->attempt(events_->live[upstreamId], failed, detail::coarseNowMs());
 }
 
 void Telemetry::fallback(std::uint32_t fromUpstreamId, FallbackKind kind, UpstreamFailure why) {

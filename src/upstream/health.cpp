@@ -85,6 +85,12 @@ HealthStatus HealthTracker::status(SteadyTime now) const {
   return HealthStatus::kHalfOpen;
 }
 
+std::optional<SteadyTime> HealthTracker::ejectedUntil(SteadyTime now) const {
+  const State s = decode(word_.load(std::memory_order_acquire));
+  if (s.phase != kEjected || clampMs(steadyMs(now)) >= s.deadline) return std::nullopt;
+  return steadyFromMs(static_cast<std::int64_t>(s.deadline));
+}
+
 std::uint32_t HealthTracker::consecutiveFailures() const {
   return static_cast<std::uint32_t>(decode(word_.load(std::memory_order_relaxed)).failures);
 }

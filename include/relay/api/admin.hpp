@@ -2,6 +2,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
@@ -10,6 +11,7 @@
 #include "relay/common/pending.hpp"
 #include "relay/net/exchange.hpp"
 #include "relay/pipeline/snapshot.hpp"
+#include "relay/telemetry/live_stats.hpp"
 #include "relay/telemetry/metrics.hpp"
 
 namespace relay::api {
@@ -35,11 +37,18 @@ struct AdminState {
   // Applies a key change off the event loops; the reply is the API's answer.
   std::function<std::shared_ptr<PendingReply>(KeyOp)> keyChange;
   const admission::KeyRegistry* registry = nullptr;  // what the API changed (for listings)
+  // The console (console.hpp): live figures (may be null), what it says about
+  // the process.
+  const telemetry::LiveStats* live = nullptr;
+  std::string version;
+  std::chrono::system_clock::time_point startedAt = std::chrono::system_clock::now();
 };
 
-// The admin listener's handler: GET /healthz, /readyz, /metrics; with the
-// admin key POST /admin/reload, /admin/events and the runtime key API
-// (/admin/keys, admin_keys.cpp).
+// The admin listener's handler: GET /healthz, /readyz, /metrics, the
+// console's page (/, /console/...); with the admin key POST /admin/reload,
+// /admin/events, the runtime key API (/admin/keys, admin_keys.cpp) and the
+// console's data (/admin/console/..., console.hpp). Every answer carries the
+// console's security headers (addAdminSecurityHeaders).
 net::Handler adminHandler(AdminState& state);
 
 // True when the request carries the admin key (admin.key_sha256), compared in

@@ -16,6 +16,7 @@ struct ApiError {
   std::string code;   // "" -> null
   std::string param;  // "" -> null
   Headers headers;    // extra fields this error needs (retry-after, x-should-retry)
+  std::string traceId;  // the request's W3C trace id: "trace_id" in the body; "" = none
 };
 
 // Parameters are taken by value: GCC 12 mishandles temporaries bound to

@@ -13,6 +13,7 @@
 #include "relay/admission/key_store.hpp"
 #include "relay/config/config.hpp"
 #include "relay/pipeline/events.hpp"
+#include "relay/telemetry/live_stats.hpp"
 #include "relay/telemetry/metrics.hpp"
 #include "relay/telemetry/telemetry.hpp"
 #include "relay/upstream/catalog.hpp"
@@ -26,6 +27,7 @@ struct Services {
   telemetry::Metrics* metrics = nullptr;      // required
   telemetry::AccessLog* accessLog = nullptr;  // null: no access log
   EventBus* events = nullptr;                 // null: no event stream
+  telemetry::LiveStats* live = nullptr;       // null: no console figures
 };
 
 struct Snapshot {

@@ -26,8 +26,9 @@ void appendDone(std::string& out);
 // Reports a failure after the response has started, the way the OpenAI SDKs
 // understand it (a data payload with a top-level `error` makes them throw):
 // `data: {"error":{"message":…,"type":…,"param":null,"code":…}}\n\n`.
-// An empty `code` is written as null. The caller closes the stream afterwards.
+// An empty `code` is written as null; a `traceId` adds "trace_id". The caller
+// closes the stream afterwards.
 void appendError(std::string& out, std::string_view message, std::string_view type = "server_error",
-                 std::string_view code = {});
+                 std::string_view code = {}, std::string_view traceId = {});
 
 }  // namespace relay::sse

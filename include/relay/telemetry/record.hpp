@@ -23,6 +23,8 @@ enum class Protocol : std::uint8_t { kUnknown, kHttp1, kHttp2 };
 // id kNone to have it looked up by name (slower: a binary search).
 struct RequestRecord {
   std::string_view requestId;  // the gateway's x-request-id
+  std::string_view traceId;    // W3C trace id (32 hex), "" when none
+  std::string_view spanId;     // the gateway's span in that trace (16 hex)
 
   std::string_view keyName;  // "" before authentication
   std::uint32_t keyId = kNone;

@@ -23,6 +23,7 @@
 namespace relay::telemetry {
 
 class AccessLog;
+class LiveStats;
 class Metrics;
 
 class Telemetry {
@@ -32,8 +33,9 @@ class Telemetry {
   // their own label. Takes names, prices and the currency from `cfg` — never a
   // secret: no key digest or upstream key is read. Throws
   // std::invalid_argument when the config exceeds LabelSpace's limits.
+  // `live` (may be null) gets the console's figures (live_stats.hpp).
   Telemetry(Metrics& metrics, AccessLog* accessLog, const config::Config& cfg,
-            std::vector<std::string> nodeIds = {});
+            std::vector<std::string> nodeIds = {}, LiveStats* live = nullptr);
   ~Telemetry();
   Telemetry(const Telemetry&) = delete;
   Telemetry& operator=(const Telemetry&) = delete;
@@ -57,6 +59,9 @@ class Telemetry {
   void fallback(std::uint32_t fromUpstreamId, FallbackKind kind, UpstreamFailure why);
   void ejection(std::uint32_t upstreamId, EjectionReason why);
   void refusal(RefusalReason why);
+  // One upstream attempt ended: `failed` when the upstream is to blame (no
+  // answer, 5xx, 429, its credential refused). Feeds the console's error rate.
+  void attempt(std::uint32_t upstreamId, bool failed);
   // Sets the health gauge; returns what it said before (for transitions).
   HealthState upstreamHealth(std::uint32_t upstreamId, HealthState state);
 
@@ -75,6 +80,7 @@ class Telemetry {
 
   Metrics& metrics_;
   AccessLog* log_;
+  LiveStats* live_;
   const LabelSpace labels_;
   const PriceTable prices_;
   const DisplayCurrency currency_;

@@ -21,6 +21,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <optional>
 
 #include "relay/upstream/time.hpp"
 
@@ -100,6 +101,8 @@ class HealthTracker {
   void ejectNow(SteadyTime now);
 
   HealthStatus status(SteadyTime now) const;
+  // When the current ejection ends (status kEjected); nullopt otherwise.
+  std::optional<SteadyTime> ejectedUntil(SteadyTime now) const;
   std::uint32_t consecutiveFailures() const;
   std::uint64_t ejectionsTotal() const { return ejections_.load(std::memory_order_relaxed); }
   // When it was last ejected (the epoch if never): the pool's tie-breaker.

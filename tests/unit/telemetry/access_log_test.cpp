@@ -33,6 +33,8 @@ const system_clock::time_point kAt = system_clock::time_point(milliseconds(17383
 RequestRecord fullRecord() {
   RequestRecord r;
   r.requestId = "req_0123456789abcdef01234567";
+  r.traceId = "4bf92f3577b34da6a3ce929d0e0e4736";
+  r.spanId = "53995c3f42cd8ad8";
   r.keyName = "team-a";
   r.keyId = 0;
   r.model = "kimi-k2";
@@ -74,6 +76,8 @@ TEST(AccessLine, HasEveryFieldWithTheRightValue) {
   const json j = line(fullRecord());
   EXPECT_EQ(j["time"], "2025-01-31T12:34:56.789Z");
   EXPECT_EQ(j["request_id"], "req_0123456789abcdef01234567");
+  EXPECT_EQ(j["trace_id"], "4bf92f3577b34da6a3ce929d0e0e4736");
+  EXPECT_EQ(j["span_id"], "53995c3f42cd8ad8");
   EXPECT_EQ(j["key"], "team-a");
   EXPECT_EQ(j["model"], "kimi-k2");
   EXPECT_EQ(j["upstream"], "holysheep");
@@ -96,7 +100,7 @@ TEST(AccessLine, HasEveryFieldWithTheRightValue) {
   EXPECT_EQ(j["protocol"], "h2");
   EXPECT_EQ(j["stream"], true);
   EXPECT_TRUE(j["region"].is_null());  // the test upstream has no region
-  EXPECT_EQ(j.size(), 22u);
+  EXPECT_EQ(j.size(), 24u);
 }
 
 TEST(AccessLine, AbsentValuesAreNull) {
@@ -104,8 +108,8 @@ TEST(AccessLine, AbsentValuesAreNull) {
   r.status = 401;
   r.errorCode = "invalid_api_key";
   const json j = line(r, Settlement{}, "other");
-  for (const char* k : {"request_id", "key", "model", "upstream", "ttft_ms", "upstream_ms",
-                        "fallback_model", "protocol"}) {
+  for (const char* k : {"request_id", "trace_id", "span_id", "key", "model", "upstream", "ttft_ms",
+                        "upstream_ms", "fallback_model", "protocol"}) {
     EXPECT_TRUE(j[k].is_null()) << k;
   }
   EXPECT_EQ(j["node"], "other");
@@ -287,11 +291,15 @@ TEST(AccessLog, ApiTakesNoHeadersOrKeys) {
   static_assert(!std::is_constructible_v<RequestRecord, Headers>);
   static_assert(!std::is_constructible_v<std::string_view, Headers>);
   RequestRecord r;
-  auto& [requestId, keyName, keyId, model, modelId, fallbackModel, fallbackModelId, upstream,
-         upstreamId, region, nodeId, protocol, stream, status, attempts, durationUs, ttftUs, upstreamUs,
-         overheadUs, usage, usageEstimated, errorCode] = r;
-  // Text: the gateway's request id, config names, and an error code. No other text.
+  auto& [requestId, traceId, spanId, keyName, keyId, model, modelId, fallbackModel, fallbackModelId,
+         upstream, upstreamId, region, nodeId, protocol, stream, status, attempts, durationUs,
+         ttftUs, upstreamUs, overheadUs, usage, usageEstimated, errorCode] = r;
+  // Text: the gateway's request id, W3C trace and span ids (hex the gateway
+  // validated or made: trace_context.hpp), config names, and an error code.
+  // No other text.
   static_assert(std::is_same_v<decltype(requestId), std::string_view>);
+  static_assert(std::is_same_v<decltype(traceId), std::string_view>);
+  static_assert(std::is_same_v<decltype(spanId), std::string_view>);
   static_assert(std::is_same_v<decltype(keyName), std::string_view>);
   static_assert(std::is_same_v<decltype(model), std::string_view>);
   static_assert(std::is_same_v<decltype(fallbackModel), std::string_view>);

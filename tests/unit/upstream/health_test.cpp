@@ -49,6 +49,16 @@ TEST(Health, ConsecutiveFailuresEject) {
   EXPECT_EQ(h.lastEjectedAt(), at(10));
 }
 
+TEST(Health, EjectedUntilNamesTheEndOfTheEjection) {
+  HealthTracker h(options());
+  EXPECT_FALSE(h.ejectedUntil(at(0)));
+  fail(h, at(10), 3);
+  ASSERT_TRUE(h.ejectedUntil(at(10)));
+  EXPECT_EQ(*h.ejectedUntil(at(500)), at(1'010));
+  EXPECT_FALSE(h.ejectedUntil(at(1'010))) << "over: the next request probes";
+  EXPECT_EQ(h.status(at(1'010)), HealthStatus::kHalfOpen);
+}
+
 TEST(Health, ASuccessResetsTheFailureCount) {
   HealthTracker h(options());
   fail(h, at(0), 2);
