@@ -1,6 +1,7 @@
 #include "http_call.hpp"
 
 #include <arpa/inet.h>
+#include <charconv>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -9,22 +10,22 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include "relay/common/http_url.hpp"
+
 namespace relay::app {
 
 bool parseHttpTarget(const std::string& url, HttpTarget& t) {
-  constexpr std::string_view kScheme = "http://";
-  if (url.rfind(kScheme, 0) != 0) return false;
-  std::string rest = url.substr(kScheme.size());
-  std::size_t slash = rest.find('/');
-  std::string authority = rest.substr(0, slash);
-  if (slash != std::string::npos) t.path = rest.substr(slash);
-  std::size_t colon = authority.rfind(':');
-  if (colon == std::string::npos) return false;
-  t.host = authority.substr(0, colon);
-  if (t.host.size() > 2 && t.host.front() == '[' && t.host.back() == ']')
-    t.host = t.host.substr(1, t.host.size() - 2);
-  t.port = std::atoi(authority.c_str() + colon + 1);
-  return t.port > 0 && t.port < 65536;
+  HttpUrlParse parsed = parseHttpUrl(url);
+  if (!parsed.ok() || parsed.url.https || parsed.url.port.empty()) return false;
+  const std::string& port = parsed.url.port;
+  int value = 0;
+  auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), value);
+  if (ec != std::errc() || end != port.data() + port.size() || value <= 0 || value > 65535)
+    return false;
+  t.host = parsed.url.host;
+  t.port = value;
+  if (!parsed.url.path.empty()) t.path = parsed.url.path;
+  return true;
 }
 
 HttpResult httpCall(const HttpTarget& t, const std::string& method,

@@ -6,7 +6,7 @@
 #include <bit>
 #include <cstring>
 
-#include "utf8.hpp"
+#include "relay/common/utf8.hpp"
 
 namespace relay {
 
