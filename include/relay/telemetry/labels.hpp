@@ -53,7 +53,6 @@ class LabelSpace {
   std::uint32_t keyId(std::string_view name) const { return find(keyIndex_, name); }
   std::uint32_t modelId(std::string_view name) const { return find(modelIndex_, name); }
   std::uint32_t upstreamId(std::string_view name) const { return find(upstreamIndex_, name); }
-  std::uint32_t mcpServerId(std::string_view name) const { return find(mcpIndex_, name); }
 
   // The X-Node-Id header value → node id (see the conventions above).
   std::uint32_t nodeId(std::string_view headerValue) const;
