@@ -102,6 +102,43 @@ std::string handshakeCommands(const config::RedisUrl& url, const std::vector<con
   return hello;
 }
 
+// Why a connection's handshake failed: the step and what was said.
+struct StepFailure {
+  std::string_view step;
+  std::string detail;
+};
+
+// Reads one reply per command of `what` (bytes beyond them stay in `in`);
+// every reply must be OK. `expired` is set when the attempt's deadline passed.
+net::Task<std::optional<StepFailure>> readHandshakeReplies(Stream& stream, bool tls, std::string& in,
+                                                           const std::vector<std::string_view>& what,
+                                                           const bool& expired) {
+  std::size_t answered = 0;
+  char buf[4096];
+  while (answered < what.size()) {
+    RespValue v;
+    std::size_t used = 0;
+    std::string error;
+    RespStatus s = parseReply(in, v, used, error);
+    if (s == RespStatus::kBad) co_return StepFailure{"reply", error};
+    if (s == RespStatus::kOk) {
+      in.erase(0, used);
+      if (v.isError()) {
+        // Redis's own text (e.g. "WRONGPASS invalid username-password pair"): never the password.
+        co_return StepFailure{what[answered], v.text.substr(0, 200)};
+      }
+      ++answered;
+      continue;
+    }
+    boost::system::error_code ec;
+    const asio::mutable_buffer into = asio::buffer(buf);  // named: no temporary in co_await
+    const std::size_t n = co_await readSome(stream, tls, into, ec);
+    if (ec || expired) co_return StepFailure{"read", ec.message()};
+    in.append(buf, n);
+  }
+  co_return std::nullopt;
+}
+
 }  // namespace
 
 struct RedisLink::Waiter {
@@ -271,28 +308,9 @@ net::Task<bool> RedisLink::connect() {
   const asio::const_buffer helloBytes = asio::buffer(hello);  // named: no temporary in co_await
   co_await writeAll(*stream, url_.tls, helloBytes, ec);
   if (ec || attempt->expired) co_return fail("write", ec.message());
-  std::size_t answered = 0;
-  char buf[4096];
-  while (answered < what.size()) {
-    RespValue v;
-    std::size_t used = 0;
-    std::string error;
-    RespStatus s = parseReply(in_, v, used, error);
-    if (s == RespStatus::kBad) co_return fail("reply", error);
-    if (s == RespStatus::kOk) {
-      in_.erase(0, used);
-      if (v.isError()) {
-        // Redis's own text (e.g. "WRONGPASS invalid username-password pair"): never the password.
-        co_return fail(what[answered], v.text.substr(0, 200));
-      }
-      ++answered;
-      continue;
-    }
-    const asio::mutable_buffer into = asio::buffer(buf);  // named: no temporary in co_await
-    const std::size_t n = co_await readSome(*stream, url_.tls, into, ec);
-    if (ec || attempt->expired) co_return fail("read", ec.message());
-    in_.append(buf, n);
-  }
+  std::optional<StepFailure> refused =
+      co_await readHandshakeReplies(*stream, url_.tls, in_, what, attempt->expired);
+  if (refused) co_return fail(refused->step, refused->detail);
   co_return generation == generation_;
 }
 
