@@ -117,7 +117,7 @@ void BM_BudgetCheckRecord_HotKey(benchmark::State& state) {
   const WallTime now = WallTime(std::chrono::hours(500'000));
   for (auto _ : state) {
     benchmark::DoNotOptimize(gBudget.check(now));
-    gBudget.record(0.0001, 1'000, 200, now);
+    gBudget.recordNanoUsd(relay::admission::toNanoUsd(0.0001), 1'000, 200, now);
   }
 }
 BENCHMARK(BM_BudgetCheckRecord_HotKey)->Threads(1)->Threads(2)->UseRealTime();

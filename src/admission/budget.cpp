@@ -247,11 +247,6 @@ std::optional<double> Budget::settleHold(const BudgetAsk& held, const BudgetAsk&
   return crossed;
 }
 
-void Budget::record(double usd, std::uint64_t inputTokens, std::uint64_t outputTokens,
-                    WallTime now) {
-  recordNanoUsd(toNanoUsd(usd), inputTokens, outputTokens, now);
-}
-
 void Budget::recordNanoUsd(NanoUsd cost, std::uint64_t inputTokens, std::uint64_t outputTokens,
                            WallTime now) {
   settleHold(BudgetAsk{}, BudgetAsk{cost, inputTokens, outputTokens}, now);

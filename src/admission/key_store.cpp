@@ -12,6 +12,8 @@
 #include <openssl/evp.h>
 #include <openssl/rand.h>
 
+#include "relay/common/base64url.hpp"
+
 namespace relay::admission {
 
 Digest sha256(std::string_view data) {
@@ -64,25 +66,11 @@ bool fromHex(std::string_view hex, Digest& out) {
 }
 
 std::string generateKey() {
-  static constexpr char kAlphabet[] =
-      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
   std::array<unsigned char, 32> bytes{};
   if (RAND_bytes(bytes.data(), static_cast<int>(bytes.size())) != 1)
     throw std::runtime_error("no randomness available for a new key");
-  std::string key = "kr-";
   // base64url without padding: 32 bytes -> 43 characters.
-  std::uint32_t acc = 0;
-  int bits = 0;
-  for (unsigned char b : bytes) {
-    acc = acc << 8 | b;
-    bits += 8;
-    while (bits >= 6) {
-      bits -= 6;
-      key.push_back(kAlphabet[(acc >> bits) & 63]);
-    }
-  }
-  if (bits > 0) key.push_back(kAlphabet[(acc << (6 - bits)) & 63]);
-  return key;
+  return "kr-" + base64UrlEncode(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
 }
 
 bool Tenant::mayUse(std::string_view model) const {

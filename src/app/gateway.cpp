@@ -205,8 +205,8 @@ void Gateway::armReload() {
 
 void Gateway::beginDrain(int signo) {
   auto timeout = std::chrono::milliseconds(current()->config.server.drainTimeoutMs);
+  admin_.draining = true;  // before the log line: tests take the line as "/readyz says 503"
   spdlog::info("received {}; draining for up to {} ms", strsignal(signo), timeout.count());
-  admin_.draining = true;
   if (services_.events) services_.events->close();  // event streams end, not hold the drain
   runtime_.stopAccepting();
   control_->drainDeadline = SteadyClock::now() + timeout;

@@ -2,6 +2,8 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -51,27 +53,30 @@ json number(const std::string& text) {
   return v.is_number() ? v : json(text);
 }
 
-}  // namespace
-
-int keysAdminCommand(const std::vector<std::string>& args) {
-  if (args.size() < 2) return -1;
-  const std::string& action = args[1];
-  if (action != "create" && action != "list" && action != "show" && action != "update" &&
-      action != "revoke" && action != "rotate")
-    return -1;
-  const char* envUrl = std::getenv("KIMI_RELAY_ADMIN_URL");
-  const char* envKey = std::getenv("KIMI_RELAY_ADMIN_KEY");
-  std::string url = envUrl ? envUrl : "http://127.0.0.1:9090";
-  std::string adminKey = envKey ? envKey : "";
+// What the command line of `kimi-relay keys ACTION` asks for.
+struct KeysArgs {
+  std::string url;
+  std::string adminKey;
   std::string name;
   json body = json::object();
-  json limits = json::object(), budget = json::object();
+  json limits = json::object();
+  json budget = json::object();
   std::int64_t grace = -1;
   bool restore = false;
+};
+
+// Reads the flags after ACTION into `a`. Returns an exit code when the
+// command is over (--help, or a usage error), nullopt to go on.
+std::optional<int> readKeysArgs(const std::vector<std::string>& args, const std::string& action,
+                                KeysArgs& a) {
+  const char* envUrl = std::getenv("KIMI_RELAY_ADMIN_URL");
+  const char* envKey = std::getenv("KIMI_RELAY_ADMIN_KEY");
+  a.url = envUrl ? envUrl : "http://127.0.0.1:9090";
+  a.adminKey = envKey ? envKey : "";
   std::size_t i = 2;
   if ((action == "show" || action == "update" || action == "revoke" || action == "rotate") &&
       i < args.size() && args[i].rfind("--", 0) != 0) {
-    name = args[i++];
+    a.name = args[i++];
   }
   for (; i < args.size(); ++i) {
     const std::string& flag = args[i];
@@ -80,61 +85,65 @@ int keysAdminCommand(const std::vector<std::string>& args) {
       return 0;
     }
     if (flag == "--restore") {
-      restore = true;
+      a.restore = true;
       continue;
     }
     if (i + 1 >= args.size()) return usage(flag + " needs a value");
     const std::string& v = args[++i];
-    if (flag == "--admin-url") url = v;
-    else if (flag == "--admin-key") adminKey = v;
-    else if (flag == "--name") name = v;
-    else if (flag == "--rpm") limits["rpm"] = number(v);
-    else if (flag == "--rpm-burst") limits["rpm_burst"] = number(v);
-    else if (flag == "--tpm") limits["tpm"] = number(v);
-    else if (flag == "--tpm-burst") limits["tpm_burst"] = number(v);
-    else if (flag == "--concurrency") limits["concurrency"] = number(v);
-    else if (flag == "--models") body["models"] = list(v);
-    else if (flag == "--mcp-servers") body["mcp_servers"] = list(v);
-    else if (flag == "--budget-usd") budget["usd"] = number(v);
-    else if (flag == "--budget-period") budget["period"] = v;
-    else if (flag == "--max-input-tokens") budget["max_input_tokens"] = number(v);
-    else if (flag == "--max-output-tokens") budget["max_output_tokens"] = number(v);
-    else if (flag == "--grace-seconds") grace = std::atoll(v.c_str());
+    if (flag == "--admin-url") a.url = v;
+    else if (flag == "--admin-key") a.adminKey = v;
+    else if (flag == "--name") a.name = v;
+    else if (flag == "--rpm") a.limits["rpm"] = number(v);
+    else if (flag == "--rpm-burst") a.limits["rpm_burst"] = number(v);
+    else if (flag == "--tpm") a.limits["tpm"] = number(v);
+    else if (flag == "--tpm-burst") a.limits["tpm_burst"] = number(v);
+    else if (flag == "--concurrency") a.limits["concurrency"] = number(v);
+    else if (flag == "--models") a.body["models"] = list(v);
+    else if (flag == "--mcp-servers") a.body["mcp_servers"] = list(v);
+    else if (flag == "--budget-usd") a.budget["usd"] = number(v);
+    else if (flag == "--budget-period") a.budget["period"] = v;
+    else if (flag == "--max-input-tokens") a.budget["max_input_tokens"] = number(v);
+    else if (flag == "--max-output-tokens") a.budget["max_output_tokens"] = number(v);
+    else if (flag == "--grace-seconds") a.grace = std::atoll(v.c_str());
     else return usage("unknown flag " + flag);
   }
-  if (!limits.empty()) body["limits"] = limits;
-  if (!budget.empty()) body["budget"] = budget;
-  if (restore) body["revoked"] = false;
-  if (adminKey.empty()) return usage("the admin key is needed: --admin-key or KIMI_RELAY_ADMIN_KEY");
-  if (action != "list" && name.empty()) return usage(action + " needs a key NAME");
+  if (!a.limits.empty()) a.body["limits"] = a.limits;
+  if (!a.budget.empty()) a.body["budget"] = a.budget;
+  if (a.restore) a.body["revoked"] = false;
+  if (a.adminKey.empty()) return usage("the admin key is needed: --admin-key or KIMI_RELAY_ADMIN_KEY");
+  if (action != "list" && a.name.empty()) return usage(action + " needs a key NAME");
+  return std::nullopt;
+}
 
-  HttpTarget target;
-  if (!parseHttpTarget(url, target)) return usage("--admin-url must be http://IP:PORT");
-  std::string method = "GET";
-  std::string payload;
+// The admin API call for `action`: its method and payload; `target.path` is set.
+std::pair<std::string, std::string> adminCall(const std::string& action, KeysArgs& a,
+                                              HttpTarget& target) {
   target.path = "/admin/keys";
   if (action == "create") {
-    method = "POST";
-    body["name"] = name;
-    payload = body.dump();
-  } else if (action == "show") {
-    target.path += "/" + name;
-  } else if (action == "update") {
-    method = "PATCH";
-    target.path += "/" + name;
-    payload = body.dump();
-  } else if (action == "revoke") {
-    method = "DELETE";
-    target.path += "/" + name;
-  } else if (action == "rotate") {
-    method = "POST";
-    target.path += "/" + name + "/rotate";
-    payload = grace >= 0 ? json{{"grace_seconds", grace}}.dump() : "{}";
+    a.body["name"] = a.name;
+    return {"POST", a.body.dump()};
   }
-  HttpResult r = httpCall(target, method,
-                          {{"authorization", "Bearer " + adminKey},
-                           {"content-type", "application/json"}},
-                          payload);
+  if (action == "show") {
+    target.path += "/" + a.name;
+    return {"GET", ""};
+  }
+  if (action == "update") {
+    target.path += "/" + a.name;
+    return {"PATCH", a.body.dump()};
+  }
+  if (action == "revoke") {
+    target.path += "/" + a.name;
+    return {"DELETE", ""};
+  }
+  if (action == "rotate") {
+    target.path += "/" + a.name + "/rotate";
+    return {"POST", a.grace >= 0 ? json{{"grace_seconds", a.grace}}.dump() : "{}"};
+  }
+  return {"GET", ""};  // list
+}
+
+// Prints the gateway's answer (an error's message on stderr); the exit code.
+int printAdminReply(const HttpResult& r) {
   if (r.status == 0) {
     std::fprintf(stderr, "kimi-relay keys: %s\n", r.error.c_str());
     return 1;
@@ -153,6 +162,26 @@ int keysAdminCommand(const std::vector<std::string>& args) {
                  "\nThe key above is shown this once; the gateway keeps only its digest.\n");
   }
   return 0;
+}
+
+}  // namespace
+
+int keysAdminCommand(const std::vector<std::string>& args) {
+  if (args.size() < 2) return -1;
+  const std::string& action = args[1];
+  if (action != "create" && action != "list" && action != "show" && action != "update" &&
+      action != "revoke" && action != "rotate")
+    return -1;
+  KeysArgs a;
+  if (std::optional<int> done = readKeysArgs(args, action, a)) return *done;
+  HttpTarget target;
+  if (!parseHttpTarget(a.url, target)) return usage("--admin-url must be http://IP:PORT");
+  auto [method, payload] = adminCall(action, a, target);
+  HttpResult r = httpCall(target, method,
+                          {{"authorization", "Bearer " + a.adminKey},
+                           {"content-type", "application/json"}},
+                          payload);
+  return printAdminReply(r);
 }
 
 }  // namespace relay::app

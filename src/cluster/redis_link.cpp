@@ -53,6 +53,92 @@ RedisErrorKind statKind(RedisError e) {
   }
 }
 
+// One read of whatever has arrived, through TLS or not.
+net::Task<std::size_t> readSome(Stream& stream, bool tls, asio::mutable_buffer buf,
+                                boost::system::error_code& ec) {
+  std::size_t n = 0;
+  if (tls) {
+    n = co_await stream.async_read_some(buf, asio::redirect_error(asio::use_awaitable, ec));
+  } else {
+    n = co_await stream.next_layer().async_read_some(buf,
+                                                     asio::redirect_error(asio::use_awaitable, ec));
+  }
+  co_return n;
+}
+
+// Writes all of `buf`, through TLS or not.
+net::Task<void> writeAll(Stream& stream, bool tls, asio::const_buffer buf,
+                         boost::system::error_code& ec) {
+  if (tls) {
+    co_await asio::async_write(stream, buf, asio::redirect_error(asio::use_awaitable, ec));
+  } else {
+    co_await asio::async_write(stream.next_layer(), buf,
+                               asio::redirect_error(asio::use_awaitable, ec));
+  }
+}
+
+// The commands a new connection sends before anything else, pipelined: AUTH,
+// SELECT and SCRIPT LOAD of every script. `what` names each one, in order,
+// for the message of a refused one.
+std::string handshakeCommands(const config::RedisUrl& url, const std::vector<const Script*>& scripts,
+                              std::vector<std::string_view>& what) {
+  std::string hello;
+  if (!url.password.empty()) {
+    if (url.user.empty()) {
+      appendCommand(hello, {"AUTH", url.password});
+    } else {
+      appendCommand(hello, {"AUTH", url.user, url.password});
+    }
+    what.push_back("AUTH");
+  }
+  if (url.db != 0) {
+    appendCommand(hello, {"SELECT", std::to_string(url.db)});
+    what.push_back("SELECT");
+  }
+  for (const Script* s : scripts) {
+    appendCommand(hello, {"SCRIPT", "LOAD", s->source});
+    what.push_back("SCRIPT LOAD");
+  }
+  return hello;
+}
+
+// Why a connection's handshake failed: the step and what was said.
+struct StepFailure {
+  std::string_view step;
+  std::string detail;
+};
+
+// Reads one reply per command of `what` (bytes beyond them stay in `in`);
+// every reply must be OK. `expired` is set when the attempt's deadline passed.
+net::Task<std::optional<StepFailure>> readHandshakeReplies(Stream& stream, bool tls, std::string& in,
+                                                           const std::vector<std::string_view>& what,
+                                                           const bool& expired) {
+  std::size_t answered = 0;
+  char buf[4096];
+  while (answered < what.size()) {
+    RespValue v;
+    std::size_t used = 0;
+    std::string error;
+    RespStatus s = parseReply(in, v, used, error);
+    if (s == RespStatus::kBad) co_return StepFailure{"reply", error};
+    if (s == RespStatus::kOk) {
+      in.erase(0, used);
+      if (v.isError()) {
+        // Redis's own text (e.g. "WRONGPASS invalid username-password pair"): never the password.
+        co_return StepFailure{what[answered], v.text.substr(0, 200)};
+      }
+      ++answered;
+      continue;
+    }
+    boost::system::error_code ec;
+    const asio::mutable_buffer into = asio::buffer(buf);  // named: no temporary in co_await
+    const std::size_t n = co_await readSome(stream, tls, into, ec);
+    if (ec || expired) co_return StepFailure{"read", ec.message()};
+    in.append(buf, n);
+  }
+  co_return std::nullopt;
+}
+
 }  // namespace
 
 struct RedisLink::Waiter {
@@ -217,60 +303,14 @@ net::Task<bool> RedisLink::connect() {
   }
 
   // AUTH, SELECT and the scripts, pipelined; every reply must be OK.
-  std::string hello;
   std::vector<std::string_view> what;
-  if (!url_.password.empty()) {
-    if (url_.user.empty()) {
-      appendCommand(hello, {"AUTH", url_.password});
-    } else {
-      appendCommand(hello, {"AUTH", url_.user, url_.password});
-    }
-    what.push_back("AUTH");
-  }
-  if (url_.db != 0) {
-    appendCommand(hello, {"SELECT", std::to_string(url_.db)});
-    what.push_back("SELECT");
-  }
-  for (const Script* s : scripts_) {
-    appendCommand(hello, {"SCRIPT", "LOAD", s->source});
-    what.push_back("SCRIPT LOAD");
-  }
-  if (url_.tls) {
-    co_await asio::async_write(*stream, asio::buffer(hello),
-                               asio::redirect_error(asio::use_awaitable, ec));
-  } else {
-    co_await asio::async_write(stream->next_layer(), asio::buffer(hello),
-                               asio::redirect_error(asio::use_awaitable, ec));
-  }
+  const std::string hello = handshakeCommands(url_, scripts_, what);
+  const asio::const_buffer helloBytes = asio::buffer(hello);  // named: no temporary in co_await
+  co_await writeAll(*stream, url_.tls, helloBytes, ec);
   if (ec || attempt->expired) co_return fail("write", ec.message());
-  std::size_t answered = 0;
-  char buf[4096];
-  while (answered < what.size()) {
-    RespValue v;
-    std::size_t used = 0;
-    std::string error;
-    RespStatus s = parseReply(in_, v, used, error);
-    if (s == RespStatus::kBad) co_return fail("reply", error);
-    if (s == RespStatus::kOk) {
-      in_.erase(0, used);
-      if (v.isError()) {
-        // Redis's own text (e.g. "WRONGPASS invalid username-password pair"): never the password.
-        co_return fail(what[answered], v.text.substr(0, 200));
-      }
-      ++answered;
-      continue;
-    }
-    std::size_t n = 0;
-    if (url_.tls) {
-      n = co_await stream->async_read_some(asio::buffer(buf),
-                                           asio::redirect_error(asio::use_awaitable, ec));
-    } else {
-      n = co_await stream->next_layer().async_read_some(
-          asio::buffer(buf), asio::redirect_error(asio::use_awaitable, ec));
-    }
-    if (ec || attempt->expired) co_return fail("read", ec.message());
-    in_.append(buf, n);
-  }
+  std::optional<StepFailure> refused =
+      co_await readHandshakeReplies(*stream, url_.tls, in_, what, attempt->expired);
+  if (refused) co_return fail(refused->step, refused->detail);
   co_return generation == generation_;
 }
 
@@ -279,14 +319,8 @@ net::Task<void> RedisLink::readLoop(std::uint64_t generation) {
   char buf[16 * 1024];
   while (generation == generation_) {
     boost::system::error_code ec;
-    std::size_t n = 0;
-    if (url_.tls) {
-      n = co_await stream->async_read_some(asio::buffer(buf),
-                                           asio::redirect_error(asio::use_awaitable, ec));
-    } else {
-      n = co_await stream->next_layer().async_read_some(
-          asio::buffer(buf), asio::redirect_error(asio::use_awaitable, ec));
-    }
+    const asio::mutable_buffer into = asio::buffer(buf);  // named: no temporary in co_await
+    const std::size_t n = co_await readSome(*stream, url_.tls, into, ec);
     if (generation != generation_) co_return;
     if (ec) {
       drop(RedisError::kConnection, ec == asio::error::eof ? "closed by Redis" : ec.message());
@@ -441,13 +475,8 @@ net::Task<void> RedisLink::writeLoop(std::uint64_t generation) {
     buf.clear();
     buf.swap(out_);
     boost::system::error_code ec;
-    if (url_.tls) {
-      co_await asio::async_write(*stream, asio::buffer(buf),
-                                 asio::redirect_error(asio::use_awaitable, ec));
-    } else {
-      co_await asio::async_write(stream->next_layer(), asio::buffer(buf),
-                                 asio::redirect_error(asio::use_awaitable, ec));
-    }
+    const asio::const_buffer bytes = asio::buffer(buf);  // named: no temporary in co_await
+    co_await writeAll(*stream, url_.tls, bytes, ec);
     if (generation != generation_) co_return;
     if (ec) {
       drop(RedisError::kConnection, ec.message());

@@ -83,11 +83,12 @@ std::optional<ChatRequestError> readStreamOptions(std::string_view body, const J
   return std::nullopt;
 }
 
-}  // namespace
-
-std::optional<ChatRequestError> readChatRequest(std::string_view body, ChatRequestFields& out) {
-  out = ChatRequestFields{};
-  thread_local std::vector<JsonMember> members;
+// What every model request starts with: a JSON object (its span and the end
+// of its last member in `out`, its members in `members`) with a non-empty
+// string `model`.
+std::optional<ChatRequestError> readObjectAndModel(std::string_view body,
+                                                   std::vector<JsonMember>& members,
+                                                   ChatRequestFields& out) {
   if (auto error = scanObject(body, members)) {
     return ChatRequestError{
         "We could not parse the JSON body of your request: " + error->describe(), ""};
@@ -103,6 +104,15 @@ std::optional<ChatRequestError> readChatRequest(std::string_view body, ChatReque
   unescapeString(model->value.span.in(body), out.model);
   if (out.model.empty()) return ChatRequestError{"'model' must not be empty.", "model"};
   out.modelValue = model->value.span;
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<ChatRequestError> readChatRequest(std::string_view body, ChatRequestFields& out) {
+  out = ChatRequestFields{};
+  thread_local std::vector<JsonMember> members;
+  if (auto error = readObjectAndModel(body, members, out)) return error;
 
   const JsonMember* messages = nullptr;
   if (auto error = lookUp(members, "messages", messages)) return error;
@@ -148,21 +158,7 @@ std::optional<ChatRequestError> readEmbeddingsRequest(std::string_view body,
   out = ChatRequestFields{};
   tokenIds = 0;
   thread_local std::vector<JsonMember> members;
-  if (auto error = scanObject(body, members)) {
-    return ChatRequestError{
-        "We could not parse the JSON body of your request: " + error->describe(), ""};
-  }
-  const std::size_t open = body.find('{');
-  out.body = {open, body.find_last_of('}') + 1 - open};
-  if (!members.empty()) out.lastMemberEnd = members.back().value.span.end();
-
-  const JsonMember* model = nullptr;
-  if (auto error = lookUp(members, "model", model)) return error;
-  if (model == nullptr) return ChatRequestError{"you must provide a model parameter", "model"};
-  if (model->value.type != JsonType::kString) return invalidType("model", "a string", *model);
-  unescapeString(model->value.span.in(body), out.model);
-  if (out.model.empty()) return ChatRequestError{"'model' must not be empty.", "model"};
-  out.modelValue = model->value.span;
+  if (auto error = readObjectAndModel(body, members, out)) return error;
 
   const JsonMember* input = nullptr;
   if (auto error = lookUp(members, "input", input)) return error;

@@ -6,7 +6,7 @@
 #include <bit>
 #include <cstring>
 
-#include "utf8.hpp"
+#include "relay/common/utf8.hpp"
 
 namespace relay {
 
@@ -60,7 +60,9 @@ class Scanner {
                                std::vector<JsonValue>* elements);
 
  private:
-  enum class State { kValue, kKey, kAfterValue };
+  // What the scan expects next; kEnd once the root value and trailing
+  // whitespace were consumed.
+  enum class State { kValue, kKey, kAfterValue, kEnd };
 
   std::size_t offset(const char* p) const { return static_cast<std::size_t>(p - base_); }
   bool topIsObject() const { return (kinds_[(depth_ - 1) / 64] >> ((depth_ - 1) % 64)) & 1U; }
@@ -78,6 +80,14 @@ class Scanner {
     return fail(p_, std::string("expected ") + what + ", found " + describeByteAt(p_, end_));
   }
 
+  // The steps of run(): each consumes one token (or fails, leaving error_ set)
+  // and sets `state` to what may follow.
+  bool startRoot(Root root);
+  bool stepValue(State& state);
+  bool stepKey(State& state);
+  bool stepAfterValue(State& state);
+  void recordRootChild();
+
   bool push(bool isObject);
   bool scanString(bool& escaped);
   bool scanEscape();
@@ -92,6 +102,13 @@ class Scanner {
   std::uint64_t kinds_[JsonLimits::kMaxDepthCap / 64] = {};  // bit set: that level is an object
   std::size_t stringBytes_ = 0;                              // running total, keys excluded
   std::optional<JsonError> error_;
+
+  // The root container's child being scanned (depth 1), and where it goes.
+  std::vector<JsonMember>* members_ = nullptr;
+  std::vector<JsonValue>* elements_ = nullptr;
+  JsonMember member_;                 // the root object's member being scanned
+  JsonValue child_;                   // the root container's child being scanned
+  std::size_t childStringBytes_ = 0;  // stringBytes_ when the child began
 };
 
 bool Scanner::push(bool isObject) {
@@ -239,131 +256,144 @@ bool Scanner::scanLiteral() {
   return failExpected("a JSON value");
 }
 
+// A push-down scan without recursion: the container stack is the bit set
+// kinds_, and each step below consumes one token.
 std::optional<JsonError> Scanner::run(Root root, std::vector<JsonMember>* members,
                                       std::vector<JsonValue>* elements) {
+  members_ = members;
+  elements_ = elements;
+  if (!startRoot(root)) return error_;
+  State state = State::kValue;
+  while (state != State::kEnd) {
+    bool ok = false;
+    switch (state) {
+      case State::kValue:
+        ok = stepValue(state);
+        break;
+      case State::kKey:
+        ok = stepKey(state);
+        break;
+      case State::kAfterValue:
+        ok = stepAfterValue(state);
+        break;
+      case State::kEnd:
+        ok = true;
+        break;
+    }
+    if (!ok) return error_;
+  }
+  return std::nullopt;
+}
+
+// No byte order mark, and the root the caller requires.
+bool Scanner::startRoot(Root root) {
   skipWhitespace();
   if (end_ - p_ >= 3 && std::memcmp(p_, "\xEF\xBB\xBF", 3) == 0) {
-    fail(p_, "a byte order mark is not allowed before JSON text");
-    return error_;
+    return fail(p_, "a byte order mark is not allowed before JSON text");
   }
   if (root == Root::kObject && (p_ == end_ || *p_ != '{')) {
-    failExpected("'{' (a JSON object)");
-    return error_;
+    return failExpected("'{' (a JSON object)");
   }
   if (root == Root::kArray && (p_ == end_ || *p_ != '[')) {
-    failExpected("'[' (a JSON array)");
-    return error_;
+    return failExpected("'[' (a JSON array)");
   }
-  JsonMember member;  // the root object's member being scanned
-  JsonValue child;    // the root container's child being scanned
-  std::size_t childStringBytes = 0;
-  State state = State::kValue;
-  for (;;) {
-    switch (state) {
-      case State::kValue: {
-        skipWhitespace();
-        if (p_ == end_) {
-          failExpected("a JSON value");
-          return error_;
-        }
-        const bool isChild = depth_ == 1;  // checked before a container descends
-        if (isChild) {
-          child.span.offset = offset(p_);
-          childStringBytes = stringBytes_;
-        }
-        const char c = *p_;
-        JsonType type = JsonType::kNull;
-        bool ok = true;
-        state = State::kAfterValue;
-        if (c == '{' || c == '[') {
-          const bool isObject = c == '{';
-          type = isObject ? JsonType::kObject : JsonType::kArray;
-          ok = push(isObject);
-          if (ok) {
-            skipWhitespace();
-            if (p_ != end_ && *p_ == (isObject ? '}' : ']')) {
-              ++p_;
-              --depth_;
-            } else {
-              state = isObject ? State::kKey : State::kValue;
-            }
-          }
-        } else if (c == '"') {
-          type = JsonType::kString;
-          const char* start = p_;
-          bool escaped = false;
-          ok = scanString(escaped);
-          stringBytes_ += static_cast<std::size_t>(p_ - start) - 2;
-        } else if (c == '-' || isDigit(c)) {
-          type = JsonType::kNumber;
-          ok = scanNumber();
-        } else {
-          type = c == 'n' ? JsonType::kNull : JsonType::kBool;
-          ok = scanLiteral();
-        }
-        if (!ok) return error_;
-        if (isChild) child.type = type;
-        break;
-      }
-      case State::kKey: {
-        skipWhitespace();
-        if (p_ == end_ || *p_ != '"') {
-          failExpected("'\"' to begin an object key");
-          return error_;
-        }
-        const char* keyStart = p_;
-        bool escaped = false;
-        if (!scanString(escaped)) return error_;
-        if (depth_ == 1) {
-          member.keyOffset = offset(keyStart);
-          member.rawKey =
-              std::string_view(keyStart + 1, static_cast<std::size_t>(p_ - keyStart) - 2);
-          member.keyEscaped = escaped;
-        }
-        skipWhitespace();
-        if (p_ == end_ || *p_ != ':') {
-          failExpected("':' after an object key");
-          return error_;
-        }
+  return true;
+}
+
+// A value: a scalar whole, or the opening of a container (an empty one whole).
+bool Scanner::stepValue(State& state) {
+  skipWhitespace();
+  if (p_ == end_) return failExpected("a JSON value");
+  const bool isChild = depth_ == 1;  // checked before a container descends
+  if (isChild) {
+    child_.span.offset = offset(p_);
+    childStringBytes_ = stringBytes_;
+  }
+  const char c = *p_;
+  JsonType type = JsonType::kNull;
+  bool ok = true;
+  state = State::kAfterValue;
+  if (c == '{' || c == '[') {
+    const bool isObject = c == '{';
+    type = isObject ? JsonType::kObject : JsonType::kArray;
+    ok = push(isObject);
+    if (ok) {
+      skipWhitespace();
+      if (p_ != end_ && *p_ == (isObject ? '}' : ']')) {
         ++p_;
-        state = State::kValue;
-        break;
-      }
-      case State::kAfterValue: {
-        if (depth_ == 1) {  // a child of the root container just ended
-          child.span.length = offset(p_) - child.span.offset;
-          child.stringBytes = stringBytes_ - childStringBytes;
-          if (topIsObject() && members) {
-            member.value = child;
-            members->push_back(member);
-          } else if (!topIsObject() && elements) {
-            elements->push_back(child);
-          }
-        }
-        if (depth_ == 0) {
-          skipWhitespace();
-          if (p_ != end_) {
-            failExpected("end of input after the JSON value");
-            return error_;
-          }
-          return std::nullopt;
-        }
-        skipWhitespace();
-        const bool isObject = topIsObject();
-        if (p_ != end_ && *p_ == ',') {
-          ++p_;
-          state = isObject ? State::kKey : State::kValue;
-        } else if (p_ != end_ && *p_ == (isObject ? '}' : ']')) {
-          ++p_;
-          --depth_;
-        } else {
-          failExpected(isObject ? "',' or '}' after an object member"
-                                : "',' or ']' after an array element");
-          return error_;
-        }
-        break;
+        --depth_;
+      } else {
+        state = isObject ? State::kKey : State::kValue;
       }
     }
+  } else if (c == '"') {
+    type = JsonType::kString;
+    const char* start = p_;
+    bool escaped = false;
+    ok = scanString(escaped);
+    stringBytes_ += static_cast<std::size_t>(p_ - start) - 2;
+  } else if (c == '-' || isDigit(c)) {
+    type = JsonType::kNumber;
+    ok = scanNumber();
+  } else {
+    type = c == 'n' ? JsonType::kNull : JsonType::kBool;
+    ok = scanLiteral();
+  }
+  if (ok && isChild) child_.type = type;
+  return ok;
+}
+
+// An object key and its ':'.
+bool Scanner::stepKey(State& state) {
+  skipWhitespace();
+  if (p_ == end_ || *p_ != '"') return failExpected("'\"' to begin an object key");
+  const char* keyStart = p_;
+  bool escaped = false;
+  if (!scanString(escaped)) return false;
+  if (depth_ == 1) {
+    member_.keyOffset = offset(keyStart);
+    member_.rawKey = std::string_view(keyStart + 1, static_cast<std::size_t>(p_ - keyStart) - 2);
+    member_.keyEscaped = escaped;
+  }
+  skipWhitespace();
+  if (p_ == end_ || *p_ != ':') return failExpected("':' after an object key");
+  ++p_;
+  state = State::kValue;
+  return true;
+}
+
+// After a value: the end of input at depth 0, else ',' or the container's close.
+bool Scanner::stepAfterValue(State& state) {
+  if (depth_ == 1) recordRootChild();
+  skipWhitespace();
+  if (depth_ == 0) {
+    if (p_ != end_) return failExpected("end of input after the JSON value");
+    state = State::kEnd;
+    return true;
+  }
+  const bool isObject = topIsObject();
+  if (p_ != end_ && *p_ == ',') {
+    ++p_;
+    state = isObject ? State::kKey : State::kValue;
+  } else if (p_ != end_ && *p_ == (isObject ? '}' : ']')) {
+    ++p_;
+    --depth_;
+  } else {
+    return failExpected(isObject ? "',' or '}' after an object member"
+                                 : "',' or ']' after an array element");
+  }
+  return true;
+}
+
+// A child of the root container just ended: hand it to the caller's vector.
+void Scanner::recordRootChild() {
+  child_.span.length = offset(p_) - child_.span.offset;
+  child_.stringBytes = stringBytes_ - childStringBytes_;
+  if (topIsObject() && members_) {
+    member_.value = child_;
+    members_->push_back(member_);
+  } else if (!topIsObject() && elements_) {
+    elements_->push_back(child_);
   }
 }
 

@@ -3,7 +3,7 @@
 #include <cstring>
 
 #include "relay/common/json_scan.hpp"
-#include "utf8.hpp"
+#include "relay/common/utf8.hpp"
 
 namespace relay {
 

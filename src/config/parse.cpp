@@ -21,6 +21,47 @@ namespace {
 using detail::MapView;
 using detail::Value;
 
+// Residency: every model a key may use keeps at least one upstream it may
+// use. The error points at the rule that leaves none.
+void checkResidency(const MapView& top, const Config& c) {
+  for (const auto& [model, route] : c.routes) {
+    if (std::string why = residencyProblem(c, nullptr, model); !why.empty())
+      top.find("routes")->freeMap().find(model)->map({"fallback_models", "strategy", "regions"})
+          .require("regions").fail(why);
+  }
+  for (std::size_t i = 0; i < c.keys.size(); ++i) {
+    if (std::string why = residencyProblem(c, &c.keys[i]); !why.empty()) {
+      const std::vector<Value> items = top.find("keys")->list();
+      const MapView km = items[i].map({"name", "sha256", "models", "limits", "budget",
+                                       "mcp_servers", "mcp_tools", "regions"});
+      (km.find("regions") ? *km.find("regions") : items[i]).fail(why);
+    }
+  }
+}
+
+// forward_headers: header names (or prefixes ending in '*') of the caller's
+// that go upstream; never one that carries a credential or is the gateway's.
+std::vector<std::string> readForwardHeaders(const Value& v) {
+  std::vector<std::string> out;
+  for (const Value& item : v.list()) {
+    std::string name = toLower(item.string());
+    std::string_view stem = name;
+    if (!stem.empty() && stem.back() == '*') stem.remove_suffix(1);
+    bool token = !stem.empty() && std::all_of(stem.begin(), stem.end(), [](char ch) {
+      return (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '-' || ch == '_';
+    });
+    if (!token) item.fail("must be a header name, or a prefix ending in '*' such as x-team-*");
+    if (name == "authorization" || name == "x-api-key" || name == "cookie" ||
+        name == "proxy-authorization" || name == "host" || name.starts_with("x-relay-") ||
+        name == "*") {
+      item.fail("'" + name + "' may never be forwarded: it carries the caller's credentials "
+                "or belongs to the gateway");
+    }
+    out.push_back(std::move(name));
+  }
+  return out;
+}
+
 Config readDocument(const Value& root, const std::string& sourceName) {
   if (!root.isMap()) {
     root.fail("the top level must be a map of sections (server:, upstreams:, ...)");
@@ -67,41 +108,11 @@ Config readDocument(const Value& root, const std::string& sourceName) {
   top.with("metrics", [&](const Value& v) { c.metrics = detail::readMetrics(v); });
   top.with("cluster", [&](const Value& v) { c.cluster = detail::readCluster(v); });
   top.with("routing", [&](const Value& v) { c.routing = detail::readRouting(v); });
-  // Residency: every model a key may use keeps at least one upstream it may use.
-  for (const auto& [model, route] : c.routes) {
-    if (std::string why = residencyProblem(c, nullptr, model); !why.empty())
-      top.find("routes")->freeMap().find(model)->map({"fallback_models", "strategy", "regions"})
-          .require("regions").fail(why);
-  }
-  for (std::size_t i = 0; i < c.keys.size(); ++i) {
-    if (std::string why = residencyProblem(c, &c.keys[i]); !why.empty()) {
-      const std::vector<Value> items = top.find("keys")->list();
-      const MapView km = items[i].map({"name", "sha256", "models", "limits", "budget",
-                                       "mcp_servers", "mcp_tools", "regions"});
-      (km.find("regions") ? *km.find("regions") : items[i]).fail(why);
-    }
-  }
+  checkResidency(top, c);
   top.with("default_max_tokens",
            [&](const Value& v) { c.defaultMaxTokens = v.unsignedInt<std::uint64_t>(1); });
   top.with("state_dir", [&](const Value& v) { c.stateDir = v.string(); });
-  top.with("forward_headers", [&](const Value& v) {
-    for (const Value& item : v.list()) {
-      std::string name = toLower(item.string());
-      std::string_view stem = name;
-      if (!stem.empty() && stem.back() == '*') stem.remove_suffix(1);
-      bool token = !stem.empty() && std::all_of(stem.begin(), stem.end(), [](char ch) {
-        return (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '-' || ch == '_';
-      });
-      if (!token) item.fail("must be a header name, or a prefix ending in '*' such as x-team-*");
-      if (name == "authorization" || name == "x-api-key" || name == "cookie" ||
-          name == "proxy-authorization" || name == "host" || name.starts_with("x-relay-") ||
-          name == "*") {
-        item.fail("'" + name + "' may never be forwarded: it carries the caller's credentials "
-                  "or belongs to the gateway");
-      }
-      c.forwardHeaders.push_back(std::move(name));
-    }
-  });
+  top.with("forward_headers", [&](const Value& v) { c.forwardHeaders = readForwardHeaders(v); });
   return c;
 }
 

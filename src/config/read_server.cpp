@@ -36,15 +36,8 @@ bool isRetryCondition(const std::string& s) {
          std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
 
-}  // namespace
-
-Server readServer(const Value& v) {
-  Server s;
-  const MapView m =
-      v.map({"listen", "tls_listen", "http2", "workers", "max_request_bytes", "max_header_bytes",
-             "max_connection_body_bytes", "max_connections", "max_connections_per_ip",
-             "header_timeout_ms", "body_timeout_ms", "idle_timeout_ms", "drain_timeout_ms",
-             "metrics_on_main", "trusted_proxies"});
+// listen and tls_listen: no address twice, across both lists.
+void readListeners(const MapView& m, Server& s) {
   std::vector<std::pair<Endpoint, YAML::Mark>> seen;
   m.with("listen", [&](const Value& x) {
     // One address may be written without the list brackets.
@@ -66,15 +59,29 @@ Server readServer(const Value& v) {
       s.tlsListen.push_back(std::move(l));
     }
   });
-  m.with("http2", [&](const Value& x) {
-    const MapView h = x.map({"max_concurrent_streams", "initial_window_bytes"});
-    h.with("max_concurrent_streams", [&](const Value& y) {
-      s.http2.maxConcurrentStreams = y.unsignedInt<std::uint32_t>(1, kMaxHttp2Window);
-    });
-    h.with("initial_window_bytes", [&](const Value& y) {
-      s.http2.initialWindowBytes = y.unsignedInt<std::uint32_t>(1, kMaxHttp2Window);
-    });
+}
+
+void readHttp2(const Value& x, Http2Settings& http2) {
+  const MapView h = x.map({"max_concurrent_streams", "initial_window_bytes"});
+  h.with("max_concurrent_streams", [&](const Value& y) {
+    http2.maxConcurrentStreams = y.unsignedInt<std::uint32_t>(1, kMaxHttp2Window);
   });
+  h.with("initial_window_bytes", [&](const Value& y) {
+    http2.initialWindowBytes = y.unsignedInt<std::uint32_t>(1, kMaxHttp2Window);
+  });
+}
+
+}  // namespace
+
+Server readServer(const Value& v) {
+  Server s;
+  const MapView m =
+      v.map({"listen", "tls_listen", "http2", "workers", "max_request_bytes", "max_header_bytes",
+             "max_connection_body_bytes", "max_connections", "max_connections_per_ip",
+             "header_timeout_ms", "body_timeout_ms", "idle_timeout_ms", "drain_timeout_ms",
+             "metrics_on_main", "trusted_proxies"});
+  readListeners(m, s);
+  m.with("http2", [&](const Value& x) { readHttp2(x, s.http2); });
   m.with("workers", [&](const Value& x) { s.workers = x.unsignedInt<unsigned>(0, kMaxWorkers); });
   m.with("max_request_bytes",
          [&](const Value& x) { s.maxRequestBytes = x.unsignedInt<std::uint64_t>(1); });

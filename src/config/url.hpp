@@ -19,8 +19,10 @@ struct UrlCheck {
   std::string error;  // non-empty: why the text is refused (never quotes it)
 };
 
-// Accepts scheme://host[:port][/path]. Credentials (user:pass@), queries and
-// fragments are refused: secrets belong in api_key, not in a URL.
+// Accepts scheme://host[:port][/path] (common/http_url.hpp, the one URL
+// parser) whose host and port also pass the listener rules (parseEndpoint).
+// Credentials (user:pass@), queries and fragments are refused: secrets belong
+// in api_key, not in a URL.
 UrlCheck parseHttpUrl(std::string_view text);
 
 }  // namespace relay::config::detail

@@ -81,10 +81,11 @@ net::Task<Outcome> MockServer::chatCompletions(net::Exchange& exchange, const Fa
     co_return co_await streamCompletion(exchange, plan, request.includeUsage, delay, fault);
   }
   // A whole answer takes as long as its stream would have.
-  if (delay > 0 && !co_await pauseFor(*exchange.response,
-                                      static_cast<std::uint32_t>(std::min<std::uint64_t>(
-                                          delayMs * plan.usage.completionTokens, 0xFFFFFFFFu)))) {
-    co_return Outcome::kClientGone;
+  if (delay > 0) {
+    const auto ms = static_cast<std::uint32_t>(
+        std::min<std::uint64_t>(delayMs * plan.usage.completionTokens, 0xFFFFFFFFu));
+    const bool waited = co_await pauseFor(*exchange.response, ms);  // not inside &&: GCC 12
+    if (!waited) co_return Outcome::kClientGone;
   }
   std::string body = completionBody(options_.flavor, plan);
   if (fault.resetAfterChunks) {
@@ -120,13 +121,19 @@ net::Task<Outcome> MockServer::streamCompletion(net::Exchange& exchange, const C
     for (std::uint64_t i = 0; i < pieces; ++i)
       body += builder.content(i);
     body += builder.tail();
-    if (!co_await sink.write(body) || !co_await sink.finish()) co_return Outcome::kClientGone;
+    const bool written = co_await sink.write(body);  // statements, not ||: GCC 12
+    if (!written) co_return Outcome::kClientGone;
+    const bool finished = co_await sink.finish();
+    if (!finished) co_return Outcome::kClientGone;
     co_return Outcome::kStreamCompleted;
   }
   // One write per chunk, so a relay sees events arrive apart; the delay goes
   // between consecutive writes.
   for (std::uint64_t i = 0; i < pieces; ++i) {
-    if (i > 0 && delayMs > 0 && !co_await pauseFor(sink, delayMs)) co_return Outcome::kClientGone;
+    if (i > 0 && delayMs > 0) {
+      const bool waited = co_await pauseFor(sink, delayMs);  // not inside &&: GCC 12
+      if (!waited) co_return Outcome::kClientGone;
+    }
     if (!co_await sink.write(builder.content(i))) co_return Outcome::kClientGone;
   }
   if (fault.resetAfterChunks) {
@@ -134,8 +141,10 @@ net::Task<Outcome> MockServer::streamCompletion(net::Exchange& exchange, const C
     sink.abort();
     co_return Outcome::kAborted;
   }
-  if (pieces > 0 && delayMs > 0 && !co_await pauseFor(sink, delayMs))
-    co_return Outcome::kClientGone;
+  if (pieces > 0 && delayMs > 0) {
+    const bool waited = co_await pauseFor(sink, delayMs);  // not inside &&: GCC 12
+    if (!waited) co_return Outcome::kClientGone;
+  }
   if (!co_await sink.write(builder.tail())) co_return Outcome::kClientGone;
   if (!co_await sink.finish()) co_return Outcome::kClientGone;
   co_return Outcome::kStreamCompleted;

@@ -32,6 +32,42 @@ std::string itemError(std::string_view item, std::string_view why) {
   return out;
 }
 
+// A key whose value is a count; `actions` counts the keys that exclude one
+// another. Returns the error for an unknown key or a value out of range.
+std::optional<std::string> applyNumber(FaultSpec& spec, std::string_view key, std::uint32_t number,
+                                       std::string_view item, int& actions) {
+  if (key == "status") {
+    if (number < 400 || number > 599) return itemError(item, "status must be 400..599");
+    spec.status = static_cast<int>(number);
+    ++actions;
+  } else if (key == "retry_after") {
+    spec.retryAfterSeconds = number;
+  } else if (key == "retry_after_ms") {
+    spec.retryAfterMs = number;
+  } else if (key == "reset_after") {
+    spec.resetAfterChunks = number;
+    ++actions;
+  } else if (key == "body_bytes" || key == "body_bytes_chunked") {
+    spec.bodyBytes = number;
+    spec.bodyChunked = key == "body_bytes_chunked";
+    ++actions;
+  } else if (key == "event_bytes") {
+    spec.eventBytes = number;
+    ++actions;
+  } else if (key == "first_byte_delay_ms") {
+    spec.firstByteDelayMs = number;
+  } else if (key == "times") {
+    if (number == 0) return itemError(item, "times must be at least 1");
+    spec.times = number;
+  } else {
+    return itemError(item,
+                     "unknown key (known: status, retry_after, retry_after_ms, "
+                     "error_type, hang, reset, reset_after, body_bytes, "
+                     "body_bytes_chunked, event_bytes, first_byte_delay_ms, times)");
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 bool FaultSpec::isNoop() const {
@@ -90,40 +126,8 @@ FaultParseResult parseFaultSpec(std::string_view text) {
       result.error = itemError(item, "value must be a non-negative decimal integer");
       return result;
     }
-    if (key == "status") {
-      if (*number < 400 || *number > 599) {
-        result.error = itemError(item, "status must be 400..599");
-        return result;
-      }
-      spec.status = static_cast<int>(*number);
-      ++actions;
-    } else if (key == "retry_after") {
-      spec.retryAfterSeconds = *number;
-    } else if (key == "retry_after_ms") {
-      spec.retryAfterMs = *number;
-    } else if (key == "reset_after") {
-      spec.resetAfterChunks = *number;
-      ++actions;
-    } else if (key == "body_bytes" || key == "body_bytes_chunked") {
-      spec.bodyBytes = *number;
-      spec.bodyChunked = key == "body_bytes_chunked";
-      ++actions;
-    } else if (key == "event_bytes") {
-      spec.eventBytes = *number;
-      ++actions;
-    } else if (key == "first_byte_delay_ms") {
-      spec.firstByteDelayMs = *number;
-    } else if (key == "times") {
-      if (*number == 0) {
-        result.error = itemError(item, "times must be at least 1");
-        return result;
-      }
-      spec.times = *number;
-    } else {
-      result.error = itemError(item,
-                               "unknown key (known: status, retry_after, retry_after_ms, "
-                               "error_type, hang, reset, reset_after, body_bytes, "
-                               "body_bytes_chunked, event_bytes, first_byte_delay_ms, times)");
+    if (std::optional<std::string> error = applyNumber(spec, key, *number, item, actions)) {
+      result.error = std::move(*error);
       return result;
     }
   }

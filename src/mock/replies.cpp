@@ -59,20 +59,11 @@ void appendUsage(std::string& out, Flavor flavor, const Usage& u) {
   }
 }
 
-void appendNullable(std::string& out, std::string_view value) {
-  if (value.empty()) {
-    out += "null";
-  } else {
-    appendJsonString(out, value);
-  }
-}
-
 }  // namespace
 
 std::string errorBody(Flavor flavor, int status, const ErrorFields& fields) {
-  std::string out;
-  out.reserve(128 + fields.message.size());
   if (flavor == Flavor::kMoonshot) {
+    std::string out;
     out += "{\"error\":{\"type\":";
     appendJsonString(out, fields.type.empty() ? moonshotType(status) : fields.type);
     out += ",\"message\":";
@@ -85,16 +76,7 @@ std::string errorBody(Flavor flavor, int status, const ErrorFields& fields) {
   std::string_view code = fields.code                    ? *fields.code
                           : type == "insufficient_quota" ? "insufficient_quota"
                                                          : defaults.code;
-  out += "{\"error\":{\"message\":";
-  appendJsonString(out, fields.message);
-  out += ",\"type\":";
-  appendJsonString(out, type);
-  out += ",\"param\":";
-  appendNullable(out, fields.param);
-  out += ",\"code\":";
-  appendNullable(out, code);
-  out += "}}";
-  return out;
+  return openAiErrorJson(fields.message, type, code, fields.param);
 }
 
 std::string makeEcho(std::string_view text, std::size_t maxCodePoints) {

@@ -221,37 +221,7 @@ class Forwarder {
         co_return std::nullopt;  // next fallback model, if any
       }
       upstream::Lease lease = std::move(*pick.lease);
-      history_.recordAttempt(lease.upstream);
-      req_.record.attempts = history_.attempts();
-      if (history_.attempts() > 1 && !tried_.empty()) {
-        // Counted against the upstream that failed, not the one retried.
-        const Tried& failed = tried_.back();
-        auto from = static_cast<std::uint32_t>(failed.index);
-        snap_.telemetry->retry(from, telemetryReason(failed.failure));
-        if (failed.index != lease.upstream && failed.route == &route) {
-          snap_.telemetry->fallback(from, telemetry::FallbackKind::kUpstream,
-                                    telemetryReason(failed.failure));
-          if (snap_.eventsWanted()) {
-            RelayEvent e = event("request.failover");
-            e.from = failed.upstream;
-            e.to = snap_.catalog.upstreams()[lease.upstream].name;
-            e.reason = upstream::failureClassName(failed.failure.kind);
-            e.message = failed.what;
-            snap_.publish(e);
-          }
-        }
-      }
-      if (snap_.eventsWanted()) {
-        RelayEvent e = event("request.routed");
-        e.model = route.model;
-        e.upstream = snap_.catalog.upstreams()[lease.upstream].name;
-        e.region = snap_.catalog.upstreams()[lease.upstream].config->region;
-        e.strategy = upstream::strategyName(lastStrategy_);
-        e.score = lastScore_;
-        if (lastExplored_) e.reason = "exploration";
-        e.attempt = history_.attempts();
-        snap_.publish(e);
-      }
+      countAttempt(route, lease.upstream);
       std::optional<Forwarded> ok = co_await attempt(route, std::move(lease));
       if (ok) co_return ok;
       if (giveUp_ || tried_.empty() || req_.exchange.response->clientGone()) {
@@ -259,29 +229,12 @@ class Forwarder {
         co_return std::nullopt;
       }
       const Tried& last = tried_.back();
-      upstream::RetryDecision d;
-      if (last.credentialRefused) {
-        // Another upstream may hold a good key: go there at once (still
-        // within max_attempts and the retry budget, which pick() draws from).
-        if (history_.attempts() < maxAttempts_) d.action = upstream::RetryAction::kRetryElsewhere;
-      } else {
-        d = snap_.planner.plan(last.failure, history_.attempts(), SteadyClock::now(), deadline_,
-                               randomBits());
-      }
+      const upstream::RetryDecision d = planRetry(last);
       if (!d.retry()) {
         giveUp_ = true;
         co_return std::nullopt;
       }
-      if (snap_.eventsWanted()) {
-        RelayEvent e = event("request.retry");
-        e.upstream = last.upstream;
-        e.reason = upstream::failureClassName(last.failure.kind);
-        if (last.failure.status) e.status = last.failure.status;
-        e.message = last.what;
-        e.attempt = history_.attempts();
-        e.delayMs = d.action == upstream::RetryAction::kRetryElsewhere ? 0 : d.delay.count();
-        snap_.publish(e);
-      }
+      publishRetry(last, d);
       if (d.action == upstream::RetryAction::kRetryElsewhere) {
         history_.exclude(last.index);
       } else if (d.delay.count() > 0) {
@@ -291,15 +244,129 @@ class Forwarder {
     co_return std::nullopt;
   }
 
+  // An attempt is about to go to upstream `u`: counted, and reported as a
+  // retry (against the upstream that failed, not the one retried), a
+  // failover when it changes upstream within the same model, and routed.
+  void countAttempt(const upstream::ModelRoute& route, std::size_t u) {
+    history_.recordAttempt(u);
+    req_.record.attempts = history_.attempts();
+    if (history_.attempts() > 1 && !tried_.empty()) {
+      const Tried& failed = tried_.back();
+      auto from = static_cast<std::uint32_t>(failed.index);
+      snap_.telemetry->retry(from, telemetryReason(failed.failure));
+      if (failed.index != u && failed.route == &route) {
+        snap_.telemetry->fallback(from, telemetry::FallbackKind::kUpstream,
+                                  telemetryReason(failed.failure));
+        if (snap_.eventsWanted()) {
+          RelayEvent e = event("request.failover");
+          e.from = failed.upstream;
+          e.to = snap_.catalog.upstreams()[u].name;
+          e.reason = upstream::failureClassName(failed.failure.kind);
+          e.message = failed.what;
+          snap_.publish(e);
+        }
+      }
+    }
+    if (snap_.eventsWanted()) {
+      RelayEvent e = event("request.routed");
+      e.model = route.model;
+      e.upstream = snap_.catalog.upstreams()[u].name;
+      e.region = snap_.catalog.upstreams()[u].config->region;
+      e.strategy = upstream::strategyName(lastStrategy_);
+      e.score = lastScore_;
+      if (lastExplored_) e.reason = "exploration";
+      e.attempt = history_.attempts();
+      snap_.publish(e);
+    }
+  }
+
+  // What follows the failed attempt `last`: the retry planner's decision,
+  // except for a refused gateway credential — another upstream may hold a
+  // good key, so go there at once (still within max_attempts and the retry
+  // budget, which pick() draws from).
+  upstream::RetryDecision planRetry(const Tried& last) const {
+    upstream::RetryDecision d;
+    if (last.credentialRefused) {
+      if (history_.attempts() < maxAttempts_) d.action = upstream::RetryAction::kRetryElsewhere;
+      return d;
+    }
+    return snap_.planner.plan(last.failure, history_.attempts(), SteadyClock::now(), deadline_,
+                              randomBits());
+  }
+
+  void publishRetry(const Tried& last, const upstream::RetryDecision& d) const {
+    if (!snap_.eventsWanted()) return;
+    RelayEvent e = event("request.retry");
+    e.upstream = last.upstream;
+    e.reason = upstream::failureClassName(last.failure.kind);
+    if (last.failure.status) e.status = last.failure.status;
+    e.message = last.what;
+    e.attempt = history_.attempts();
+    e.delayMs = d.action == upstream::RetryAction::kRetryElsewhere ? 0 : d.delay.count();
+    snap_.publish(e);
+  }
+
   // One request to one upstream. A 2xx head is success; anything else is
   // recorded in tried_ (and reported to the upstream's health).
   net::Task<std::optional<Forwarded>> attempt(const upstream::ModelRoute& route,
                                               upstream::Lease lease) {
     const std::size_t u = lease.upstream;
     const upstream::UpstreamInfo& info = snap_.catalog.upstreams()[u];
-    const upstream::Candidate& candidate = route.candidates[lease.candidate];
-    upstream::UpstreamState& state = (*snap_.upstreamStates)[u];
+    upstream::OutgoingRequest out = outgoingRequest(info, route.candidates[lease.candidate]);
 
+    const upstream::Deadlines deadlines = attemptDeadlines();  // named: no temporary in co_await
+    upstream::Failure failure;
+    auto sent = SteadyClock::now();
+    std::unique_ptr<upstream::ResponseStream> resp =
+        co_await req_.clients.send(u, out, deadlines, failure);
+    auto headAt = SteadyClock::now();
+    timeAttempt(u, resp != nullptr, failure, sent, headAt);
+
+    if (!resp &&
+        (failure.kind == FailureKind::kCancelled || req_.exchange.response->clientGone())) {
+      // The caller left: nothing was learnt about the upstream (a probe is
+      // handed back), and nobody is left to answer.
+      lease.report(upstream::HealthVerdict::kNeutral, headAt);
+      giveUp_ = true;
+      co_return std::nullopt;
+    }
+    if (resp && resp->status() >= 200 && resp->status() < 300) {
+      lease.report(upstream::HealthVerdict::kSuccess, headAt);
+      snap_.telemetry->attempt(static_cast<std::uint32_t>(u), false);
+      reportHealth(u);
+      co_return answered(route, std::move(resp), std::move(lease));
+    }
+
+    upstream::UpstreamState& state = (*snap_.upstreamStates)[u];
+    const std::uint64_t ejectionsBefore = state.health().ejectionsTotal();
+    Tried tried;
+    tried.index = u;
+    tried.route = &route;
+    tried.upstream = info.name;
+    if (!resp) {
+      noteTransportFailure(tried, failure, lease, headAt);
+      snap_.telemetry->attempt(static_cast<std::uint32_t>(u),
+                               failure.kind != FailureKind::kTotalTimeout);
+    } else {
+      const int status = resp->status();
+      snap_.telemetry->attempt(static_cast<std::uint32_t>(u),
+                               status >= 500 || status == 429 || status == 401 || status == 403);
+      std::string body;
+      const bool read = co_await resp->readAll(body, info.config->maxResponseBytes);
+      if (!read) body.clear();
+      noteErrorResponse(tried, *resp, std::move(body), info, lease, state);
+    }
+    lease.release();
+    if (state.health().ejectionsTotal() > ejectionsBefore) reportEjection(info, tried);
+    reportHealth(u);
+    tried_.push_back(std::move(tried));
+    co_return std::nullopt;
+  }
+
+  // The request as upstream `info` gets it: the body with its model id, its
+  // own credential, the headers every attempt shares.
+  upstream::OutgoingRequest outgoingRequest(const upstream::UpstreamInfo& info,
+                                            const upstream::Candidate& candidate) {
     body_.clear();
     rewriteChatRequest(req_.exchange.body, req_.plan.fields,
                        ChatRewrite{candidate.upstreamModel, true}, body_);
@@ -310,127 +377,118 @@ class Forwarder {
     out.shared = &forwardHeaders_;
     out.headers.add("authorization", info.authorization);
     out.body = body_;
+    return out;
+  }
 
+  upstream::Deadlines attemptDeadlines() const {
     upstream::Deadlines d;
     const auto& t = snap_.config.timeouts;
     d.connect = std::chrono::milliseconds(t.connectMs);
     d.firstByte = std::chrono::milliseconds(t.firstByteMs);
     d.idle = std::chrono::milliseconds(t.idleMs);
     d.total = deadline_;
+    return d;
+  }
 
-    upstream::Failure failure;
-    auto sent = SteadyClock::now();
-    std::unique_ptr<upstream::ResponseStream> resp = co_await req_.clients.send(u, out, d, failure);
-    auto headAt = SteadyClock::now();
+  // The attempt's time to a head: waited time in the record, and what
+  // least_latency learns — the first-byte time, or the first-byte timeout for
+  // an attempt that failed to answer.
+  void timeAttempt(std::size_t u, bool gotHead, const upstream::Failure& failure,
+                   SteadyClock::time_point sent, SteadyClock::time_point headAt) {
     req_.record.addWait(headAt - sent);
-    // least_latency learns from every attempt: its first-byte time, or the
-    // first-byte timeout for one that failed to answer.
-    if (resp) {
-      worker_.observeLatency(snap_, u, std::chrono::duration<double, std::milli>(headAt - sent).count(),
+    if (gotHead) {
+      worker_.observeLatency(snap_, u,
+                             std::chrono::duration<double, std::milli>(headAt - sent).count(),
                              headAt);
     } else if (failure.kind != FailureKind::kCancelled) {
-      worker_.observeLatency(snap_, u, static_cast<double>(t.firstByteMs), headAt);
+      worker_.observeLatency(snap_, u, static_cast<double>(snap_.config.timeouts.firstByteMs),
+                             headAt);
     }
     req_.record.upstreamUs =
         std::chrono::duration_cast<std::chrono::microseconds>(headAt - sent).count();
-    std::uint64_t ejectionsBefore = state.health().ejectionsTotal();
+  }
 
-    Tried tried;
-    tried.index = u;
-    tried.route = &route;
-    tried.upstream = info.name;
-    if (!resp &&
-        (failure.kind == FailureKind::kCancelled || req_.exchange.response->clientGone())) {
-      // The caller left: nothing was learnt about the upstream (a probe is
-      // handed back), and nobody is left to answer.
-      lease.report(upstream::HealthVerdict::kNeutral, headAt);
-      giveUp_ = true;
-      co_return std::nullopt;
+  // Success: the 2xx head, with the lease that holds the upstream's slot.
+  Forwarded answered(const upstream::ModelRoute& route,
+                     std::unique_ptr<upstream::ResponseStream> resp, upstream::Lease lease) {
+    Forwarded f;
+    f.upstream = lease.upstream;
+    f.response = std::move(resp);
+    f.lease = std::move(lease);
+    f.route = &route;
+    f.strategy = lastStrategy_;
+    f.score = lastScore_;
+    f.explored = lastExplored_;
+    return f;
+  }
+
+  // No head: a connect error, timeout, reset or protocol error.
+  void noteTransportFailure(Tried& tried, const upstream::Failure& failure, upstream::Lease& lease,
+                            SteadyClock::time_point at) {
+    auto cls = upstream::failureClassFromName(upstream::failureClass(failure.kind));
+    tried.failure = AttemptFailure{cls.value_or(FailureClass::kConnectError), 0, std::nullopt, true};
+    tried.transport = failure.kind;
+    tried.what = upstream::describe(failure);
+    // A request that ran out of total time says nothing about the upstream.
+    lease.report(failure.kind == FailureKind::kTotalTimeout ? upstream::HealthVerdict::kNeutral
+                                                            : upstream::healthVerdict(tried.failure),
+                 at);
+  }
+
+  // A head with an error status: the gateway's own credential refused, or an
+  // upstream error kept (OpenAI-shaped) to pass on if nothing succeeds.
+  void noteErrorResponse(Tried& tried, const upstream::ResponseStream& resp, std::string body,
+                         const upstream::UpstreamInfo& info, upstream::Lease& lease,
+                         upstream::UpstreamState& state) {
+    const int status = resp.status();
+    UpstreamErrorView view = normaliseUpstreamError(info.name, status, body, info.config->apiKey);
+    if (refusedGatewayCredential(status, view)) {
+      // The gateway's key for this upstream is wrong, not the caller's:
+      // never pass that on (the SDK would blame the caller's own key, and
+      // the provider's words may quote ours). Eject it and try another.
+      tried.failure = AttemptFailure{FailureClass::kHttpStatus, status, std::nullopt, true};
+      tried.credentialRefused = true;
+      tried.what = "HTTP " + std::to_string(status) + ", the gateway's credential was refused";
+      auto now = SteadyClock::now();
+      lease.report(upstream::HealthVerdict::kFailure, now);
+      state.health().ejectNow(now);
+      return;
     }
-    if (!resp) {
-      auto cls = upstream::failureClassFromName(upstream::failureClass(failure.kind));
-      tried.failure =
-          AttemptFailure{cls.value_or(FailureClass::kConnectError), 0, std::nullopt, true};
-      tried.transport = failure.kind;
-      tried.what = upstream::describe(failure);
-      // A request that ran out of total time says nothing about the upstream.
-      lease.report(failure.kind == FailureKind::kTotalTimeout
-                       ? upstream::HealthVerdict::kNeutral
-                       : upstream::healthVerdict(tried.failure),
-                   headAt);
-      snap_.telemetry->attempt(static_cast<std::uint32_t>(u),
-                               failure.kind != FailureKind::kTotalTimeout);
-    } else if (resp->status() >= 200 && resp->status() < 300) {
-      lease.report(upstream::HealthVerdict::kSuccess, headAt);
-      snap_.telemetry->attempt(static_cast<std::uint32_t>(u), false);
-      reportHealth(u);
-      Forwarded f;
-      f.response = std::move(resp);
-      f.lease = std::move(lease);
-      f.upstream = u;
-      f.route = &route;
-      f.strategy = lastStrategy_;
-      f.score = lastScore_;
-      f.explored = lastExplored_;
-      co_return f;
-    } else {
-      const int status = resp->status();
-      snap_.telemetry->attempt(static_cast<std::uint32_t>(u),
-                               status >= 500 || status == 429 || status == 401 || status == 403);
-      std::string body;
-      if (!co_await resp->readAll(body, info.config->maxResponseBytes)) body.clear();
-      UpstreamErrorView view =
-          normaliseUpstreamError(info.name, resp->status(), body, info.config->apiKey);
-      if (refusedGatewayCredential(resp->status(), view)) {
-        // The gateway's key for this upstream is wrong, not the caller's:
-        // never pass that on (the SDK would blame the caller's own key, and
-        // the provider's words may quote ours). Eject it and try another.
-        tried.failure = AttemptFailure{FailureClass::kHttpStatus, resp->status(), std::nullopt, true};
-        tried.credentialRefused = true;
-        tried.what = "HTTP " + std::to_string(resp->status()) + ", the gateway's credential was refused";
-        auto now = SteadyClock::now();
-        lease.report(upstream::HealthVerdict::kFailure, now);
-        state.health().ejectNow(now);
-      } else {
-        const Headers& h = resp->headers();
-        bool upstreamSaysNo = h.get("x-should-retry") == "false";
-        tried.failure = AttemptFailure{
-            FailureClass::kHttpStatus, resp->status(),
-            upstream::upstreamRetryDelay(h.get("retry-after-ms"), h.get("retry-after"),
-                                         std::chrono::system_clock::now()),
-            view.retryable && !upstreamSaysNo};
-        tried.what = "HTTP " + std::to_string(resp->status());
-        ErrorAnswer pass;
-        pass.status = resp->status();
-        pass.body = std::move(view.body);
-        pass.code = view.code;
-        for (const char* name : {"retry-after", "retry-after-ms"}) {
-          if (const std::string* v = h.find(name)) pass.headers.add(name, *v);
-        }
-        if (!tried.failure.retryable) pass.headers.add("x-should-retry", "false");
-        tried.passthrough = std::move(pass);
-        lease.report(tried.failure, SteadyClock::now());
-      }
+    const Headers& h = resp.headers();
+    bool upstreamSaysNo = h.get("x-should-retry") == "false";
+    tried.failure = AttemptFailure{
+        FailureClass::kHttpStatus, status,
+        upstream::upstreamRetryDelay(h.get("retry-after-ms"), h.get("retry-after"),
+                                     std::chrono::system_clock::now()),
+        view.retryable && !upstreamSaysNo};
+    tried.what = "HTTP " + std::to_string(status);
+    ErrorAnswer pass;
+    pass.status = status;
+    pass.body = std::move(view.body);
+    pass.code = view.code;
+    for (const char* name : {"retry-after", "retry-after-ms"}) {
+      if (const std::string* v = h.find(name)) pass.headers.add(name, *v);
     }
-    lease.release();
-    if (state.health().ejectionsTotal() > ejectionsBefore) {
-      snap_.telemetry->ejection(static_cast<std::uint32_t>(u),
-                                tried.credentialRefused
-                                    ? telemetry::EjectionReason::kCredentialRefused
-                                    : telemetry::EjectionReason::kConsecutiveFailures);
-      if (snap_.eventsWanted()) {
-        RelayEvent e;
-        e.kind = "upstream.ejected";
-        e.upstream = info.name;
-        e.traceId = req_.record.trace().traceId;  // the request that tipped it
-        e.reason = tried.credentialRefused ? "credential_refused" : "consecutive_failures";
-        e.message = tried.what;
-        snap_.publish(e);
-      }
+    if (!tried.failure.retryable) pass.headers.add("x-should-retry", "false");
+    tried.passthrough = std::move(pass);
+    lease.report(tried.failure, SteadyClock::now());
+  }
+
+  // This attempt ejected its upstream: the metric and the event.
+  void reportEjection(const upstream::UpstreamInfo& info, const Tried& tried) {
+    snap_.telemetry->ejection(static_cast<std::uint32_t>(tried.index),
+                              tried.credentialRefused
+                                  ? telemetry::EjectionReason::kCredentialRefused
+                                  : telemetry::EjectionReason::kConsecutiveFailures);
+    if (snap_.eventsWanted()) {
+      RelayEvent e;
+      e.kind = "upstream.ejected";
+      e.traceId = req_.record.trace().traceId;  // the request that tipped it
+      e.upstream = info.name;
+      e.reason = tried.credentialRefused ? "credential_refused" : "consecutive_failures";
+      e.message = tried.what;
+      snap_.publish(e);
     }
-    reportHealth(u);
-    tried_.push_back(std::move(tried));
-    co_return std::nullopt;
   }
 
   void reportHealth(std::size_t u) { reportUpstreamHealth(snap_, u); }
@@ -546,8 +604,13 @@ class Forwarder {
 
   net::Task<void> sleepUntil(SteadyClock::time_point when) {
     auto start = SteadyClock::now();
-    boost::asio::steady_timer timer(co_await boost::asio::this_coro::executor, when);
-    co_await timer.async_wait(boost::asio::use_awaitable);  // throws if the caller left
+    if (req_.sleepUntil) {
+      net::Task<void> wait = req_.sleepUntil(when);  // a named local: GCC 12 and co_await temporaries
+      co_await std::move(wait);
+    } else {
+      boost::asio::steady_timer timer(co_await boost::asio::this_coro::executor, when);
+      co_await timer.async_wait(boost::asio::use_awaitable);  // throws if the caller left
+    }
     req_.record.addWait(SteadyClock::now() - start);
   }
 

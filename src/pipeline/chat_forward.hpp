@@ -2,6 +2,7 @@
 // fail over and fall back — only while nothing has been sent to the caller.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -37,13 +38,19 @@ struct Forwarded {
   bool explored = false;
 };
 
+// Waits until a point in time (a backoff, room at a full upstream); throws
+// when the caller leaves. Tests inject one that returns at once.
+using SleepUntil = std::function<net::Task<void>(SteadyClock::time_point)>;
+
 struct ForwardRequest {
-  upstream::ClientPool& clients;  // the pool of the snapshot the exchange started with
+  // The pool of the snapshot the exchange started with (a fake in unit tests).
+  upstream::UpstreamClient& clients;
   const net::Exchange& exchange;
   ChatPlan& plan;
   ChatRecord& record;
   unsigned hops = 0;  // x-relay-hops of the caller: another relay's attempts count
   SteadyClock::time_point start;
+  SleepUntil sleepUntil;  // empty: an Asio timer on the caller's executor
 };
 
 net::Task<Forwarded> forwardChat(Worker& worker, const Snapshot& snapshot, ForwardRequest request);

@@ -238,7 +238,10 @@ net::Task<void> McpExchange::deliverStream(upstream::ResponseStream& r, Headers 
   head.status = r.status();
   head.headers = std::move(headers);
   if (!co_await sink_.start(std::move(head))) co_return;
-  if (!alreadyRead.empty() && !co_await sink_.write(alreadyRead)) co_return;
+  if (!alreadyRead.empty()) {
+    const bool written = co_await sink_.write(alreadyRead);  // a statement: GCC 12 and &&
+    if (!written) co_return;
+  }
   // Registered with the worker while open, so that the end of a drain can
   // abort it (the caller then resumes on another gateway).
   struct Registration {
@@ -267,7 +270,10 @@ net::Task<void> McpExchange::deliverStream(upstream::ResponseStream& r, Headers 
       co_return;
     }
     std::string_view whole = parser.completeBytes();
-    if (!whole.empty() && !co_await sink_.write(whole)) co_return;  // caller gone
+    if (!whole.empty()) {
+      const bool written = co_await sink_.write(whole);  // a statement: GCC 12 and &&
+      if (!written) co_return;                           // caller gone
+    }
     if (!more) break;
   }
   if (r.failure()) {

@@ -114,7 +114,10 @@ net::Task<void> McpExchange::run(std::string serverName, bool initializePath) {
   // JSON-RPC id then goes into every refusal). A caller with a bad key is
   // refused below, in its turn, without a byte of its body read.
   std::optional<ApiError> authError = authenticate(snapshot_->keys, req.headers, tenant_);
-  if (!authError && req.method == "POST" && !co_await readRequestBody()) co_return;
+  if (!authError && req.method == "POST") {
+    const bool read = co_await readRequestBody();  // not inside &&: GCC 12 miscompiles that
+    if (!read) co_return;
+  }
   label_ = methodLabel(req.method, peek_);
 
   std::optional<McpRefusal> refusal = findRoute(serverName);

@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "relay/common/json_write.hpp"
+#include "relay/common/utf8.hpp"
 #include "relay/telemetry/access_log.hpp"
 
 namespace relay::telemetry {
@@ -11,22 +12,10 @@ namespace {
 
 constexpr std::size_t kMaxTextBytes = 256;
 
-// Length of the valid UTF-8 sequence at s[i], or 0 when it is not valid
-// (overlong forms, surrogates and code points above U+10FFFF are invalid).
+// Length of the valid UTF-8 sequence at s[i] (utf8.hpp), or 0 when it is not valid.
 std::size_t utf8Length(std::string_view s, std::size_t i) {
-  const auto b = [&](std::size_t k) { return static_cast<unsigned char>(s[i + k]); };
-  const unsigned char c = b(0);
-  if (c < 0x80) return 1;
-  std::size_t n = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC2 ? 2 : 0;
-  if (n == 0 || c > 0xF4 || i + n > s.size()) return 0;
-  for (std::size_t k = 1; k < n; ++k) {
-    if ((b(k) & 0xC0) != 0x80) return 0;
-  }
-  if (c == 0xE0 && b(1) < 0xA0) return 0;  // overlong
-  if (c == 0xED && b(1) > 0x9F) return 0;  // surrogates
-  if (c == 0xF0 && b(1) < 0x90) return 0;  // overlong
-  if (c == 0xF4 && b(1) > 0x8F) return 0;  // > U+10FFFF
-  return n;
+  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
+  return utf8::sequenceLength(p + i, p + s.size());
 }
 
 // A JSON string of `s`: escaped (appendJsonString), with invalid UTF-8

@@ -22,15 +22,6 @@ void checkSize(const char* what, std::size_t n, std::size_t max) {
 
 }  // namespace
 
-std::string_view boundNodeLabel(std::string_view headerValue,
-                                const std::vector<std::string>& allowed) {
-  if (headerValue.empty()) return kNoneLabel;
-  for (const std::string& id : allowed) {
-    if (id == headerValue) return id;
-  }
-  return kOtherLabel;
-}
-
 std::string statusLabel(int status) {
   if (status < 100 || status > 599) return std::string(kNoneLabel);
   return std::to_string(status);

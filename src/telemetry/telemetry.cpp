@@ -244,17 +244,6 @@ Settlement Telemetry::record(const RequestRecord& r) {
   return out;
 }
 
-Settlement Telemetry::price(std::string_view model, std::string_view upstream,
-                            const Usage& usage) const {
-  Settlement out;
-  if (const Price* p = prices_.find(model, upstream)) {
-    out.cost = costOf(*p, usage);
-  } else {
-    out.priced = !usesTokens(usage);
-  }
-  return out;
-}
-
 // Event calls with an id this config does not know count nothing (retries,
 // ejections, health) or count under "none" (fallbacks): ids come from the
 // pipeline's own snapshot, so this only guards against misuse.

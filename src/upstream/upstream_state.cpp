@@ -46,7 +46,6 @@ Admission UpstreamState::admit(SteadyTime now, bool retry, bool forced) {
   }
   const RateLimit::Result rate = rate_.tryAcquire(now);
   if (!rate.admitted) {
-    rateRefusals_.fetch_add(1, std::memory_order_relaxed);
     retryBudget_.refund(grant, now);
     a.refusal = Refusal::kRate;
     a.retryAt = rate.retryAt;

@@ -177,6 +177,14 @@ describe('hard ceilings under parallel load', () => {
 
   const metricCost = async (key) =>
     metricSum(await scrapeMetrics(env.parallel), 'kimi_relay_cost_usd_total', { key });
+  // A request is settled (its cost counted) when its exchange ends, which may
+  // be just after the caller has read the last byte: wait until every one of
+  // `count` requests of `key` is counted, rather than read the spend at once.
+  const settled = (key, count) =>
+    waitFor(
+      async () => metricSum(await scrapeMetrics(env.parallel), 'kimi_relay_requests_total', { key }) >= count,
+      { timeoutMs: 10_000, what: `${count} requests of ${key} settled` },
+    );
 
   test(`${PARALLEL} parallel requests never spend more than budget.usd`, async () => {
     const results = await Promise.all(
@@ -191,6 +199,7 @@ describe('hard ceilings under parallel load', () => {
     assert.equal(served + refused.length, PARALLEL, JSON.stringify(results.map((r) => r.status)));
     assert.ok(served >= 2, `at least two worst cases ($0.0344) fit in $0.045; served ${served}`);
     for (const r of refused) assert.equal(JSON.parse(r.text).error.code, 'insufficient_quota');
+    await settled('usd-par', PARALLEL);
     const spent = await metricCost('usd-par');
     assert.ok(spent <= 0.045 + 1e-12, `spent $${spent} of a $0.045 budget`);
     assert.ok(Math.abs(spent - served * 0.002) < 1e-9, `each served request cost $0.002; spent ${spent} for ${served}`);

@@ -34,7 +34,6 @@ import { metricSum, scrapeMetrics } from '../lib/metrics.mjs';
 import { PROTOCOLS, openClient } from '../lib/clients.mjs';
 import { createTestCa } from '../lib/tls.mjs';
 
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 // Resolves to {code, signal, at} when the gateway process exits (at once if it
 // already has). Registered before a signal is sent, so the exit is never missed.
@@ -246,7 +245,12 @@ describe('graceful drain (SIGTERM, SIGINT)', () => {
       await stream.first;
       const exited = exitOf(t.relay);
       t.relay.process.kill('SIGTERM');
-      await sleep(200);
+      // The drain has begun once the gateway says so (it flips /readyz, then
+      // logs the line): wait for that event, not for a length of time.
+      await waitFor(() => /received [^;]*; draining/.test(t.relay.logs()), {
+        timeoutMs: 5000,
+        what: 'the gateway to log the start of its drain',
+      });
 
       // An orchestrator polls with a new connection each time.
       let ready;

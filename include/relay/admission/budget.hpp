@@ -131,7 +131,6 @@ class Budget {
   std::variant<BudgetHold, BudgetRefusal> reserve(const BudgetAsk& ask, WallTime now);
 
   // Adds a settled request's cost and usage to the period containing `now`.
-  void record(double usd, std::uint64_t inputTokens, std::uint64_t outputTokens, WallTime now);
   void recordNanoUsd(NanoUsd cost, std::uint64_t inputTokens, std::uint64_t outputTokens,
                      WallTime now);
 

@@ -54,7 +54,6 @@ class ManualClock final : public Clock {
     steadyNs_.fetch_add(d.count(), std::memory_order_relaxed);
     wallNs_.fetch_add(d.count(), std::memory_order_relaxed);
   }
-  void setWall(WallTime t) { wallNs_.store(toNs(t.time_since_epoch()), std::memory_order_relaxed); }
 
  private:
   template <typename D>

@@ -23,6 +23,8 @@
 #include <string>
 #include <string_view>
 
+#include "relay/common/base64url.hpp"
+
 namespace relay::pipeline {
 
 struct McpSession {
@@ -62,8 +64,8 @@ class McpSessionCodec {
 // restart, and replicas do not share them (docs/mcp.md).
 std::string mcpSessionSecret(const std::string& configured);
 
-// base64url without padding (RFC 4648 §5); exposed for tests.
-std::string base64UrlEncode(std::string_view bytes);
-std::optional<std::string> base64UrlDecode(std::string_view text);
+// The session id's codec (common/base64url.hpp), named here for its tests.
+using relay::base64UrlDecode;
+using relay::base64UrlEncode;
 
 }  // namespace relay::pipeline

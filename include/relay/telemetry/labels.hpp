@@ -23,11 +23,6 @@ inline constexpr std::uint32_t kNone = 0xffff'ffffu;
 inline constexpr std::string_view kNoneLabel = "none";
 inline constexpr std::string_view kOtherLabel = "other";
 
-// X-Node-Id bounding: the value itself when it is one of `allowed`, "none"
-// when the header is absent or empty, else "other".
-std::string_view boundNodeLabel(std::string_view headerValue,
-                                const std::vector<std::string>& allowed);
-
 // Status code label: "100".."599", else "none" (no response was sent).
 std::string statusLabel(int status);
 
@@ -58,7 +53,6 @@ class LabelSpace {
   std::uint32_t keyId(std::string_view name) const { return find(keyIndex_, name); }
   std::uint32_t modelId(std::string_view name) const { return find(modelIndex_, name); }
   std::uint32_t upstreamId(std::string_view name) const { return find(upstreamIndex_, name); }
-  std::uint32_t mcpServerId(std::string_view name) const { return find(mcpIndex_, name); }
 
   // The X-Node-Id header value → node id (see the conventions above).
   std::uint32_t nodeId(std::string_view headerValue) const;

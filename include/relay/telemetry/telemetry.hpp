@@ -49,10 +49,6 @@ class Telemetry {
   // budgets. Does not throw except std::bad_alloc.
   Settlement record(const RequestRecord& record);
 
-  // The cost `record` would settle at, without recording anything (e.g. to
-  // check a budget before committing). Unpriced → {0, priced = false}.
-  Settlement price(std::string_view model, std::string_view upstream, const Usage& usage) const;
-
   // Events while a request runs. Upstream ids as in RequestRecord; kNone or an
   // unknown id counts under upstream "none".
   void retry(std::uint32_t upstreamId, UpstreamFailure why);

@@ -88,7 +88,22 @@ class ResponseStream {
   virtual void abort() = 0;
 };
 
-class ClientPool {
+// What the forwarding pipeline needs of the upstreams: send one request to
+// upstream `index` and get its response head (or a typed failure). The seam
+// between the retry/failover logic and the sockets: `ClientPool` implements it
+// over real connections, unit tests with a scripted fake.
+class UpstreamClient {
+ public:
+  virtual ~UpstreamClient() = default;
+  // Sends `request` to upstream `index` and waits for the response head.
+  // Returns null with `failure` set when there is no head (see FailureKind).
+  virtual Task<std::unique_ptr<ResponseStream>> send(std::size_t index,
+                                                     const OutgoingRequest& request,
+                                                     const Deadlines& deadlines,
+                                                     Failure& failure) = 0;
+};
+
+class ClientPool final : public UpstreamClient {
  public:
   struct Options {
     std::size_t maxIdlePerUpstream = 64;
@@ -101,7 +116,7 @@ class ClientPool {
 
   ClientPool(std::vector<UpstreamSpec> upstreams, Options options);
   ClientPool(std::vector<UpstreamSpec> upstreams) : ClientPool(std::move(upstreams), Options{}) {}
-  ~ClientPool();
+  ~ClientPool() override;
   ClientPool(const ClientPool&) = delete;
   ClientPool& operator=(const ClientPool&) = delete;
 
@@ -111,7 +126,7 @@ class ClientPool {
   // after that, a failure is the caller's to retry (or not). The stream returns
   // its connection to the pool when its body was read to the end.
   Task<std::unique_ptr<ResponseStream>> send(std::size_t index, const OutgoingRequest& request,
-                                             const Deadlines& deadlines, Failure& failure);
+                                             const Deadlines& deadlines, Failure& failure) override;
 
   struct Impl;  // public so that response streams in client.cpp can hold it
 

@@ -87,7 +87,6 @@ class UpstreamState {
   std::uint64_t concurrencyRefusals() const {
     return concurrencyRefusals_.load(std::memory_order_relaxed);
   }
-  std::uint64_t rateRefusals() const { return rateRefusals_.load(std::memory_order_relaxed); }
 
  private:
   HealthTracker health_;
@@ -95,7 +94,6 @@ class UpstreamState {
   ConcurrencyLimit concurrency_;
   RateLimit rate_;
   std::atomic<std::uint64_t> concurrencyRefusals_{0};
-  std::atomic<std::uint64_t> rateRefusals_{0};
 };
 
 class UpstreamStates {

@@ -67,8 +67,8 @@ TEST(BudgetStore, SpendSurvivesARestart) {
   {
     BudgetStore store(twoKeys(), dir.path().string(), kNov);
     EXPECT_FALSE(store.load(kNov).fileFound);
-    store.budget(0).record(1.2345, 1'000, 200, kNov);
-    store.find("agent")->record(0.5, 7, 3, kNov);
+    store.budget(0).recordNanoUsd(toNanoUsd(1.2345), 1'000, 200, kNov);
+    store.find("agent")->recordNanoUsd(toNanoUsd(0.5), 7, 3, kNov);
     EXPECT_EQ(store.flush(), std::nullopt);
   }
   EXPECT_EQ(dir.names(), std::vector<std::string>{"budgets.json"});  // no temp left behind
@@ -88,7 +88,7 @@ TEST(BudgetStore, SpendSurvivesARestart) {
   EXPECT_EQ(planner.inputTokens, 1'000u);
   EXPECT_EQ(planner.outputTokens, 200u);
   EXPECT_EQ(restarted.budget(1).usage(kNov).inputTokens, 7u);
-  restarted.budget(1).record(0, 3, 0, kNov);
+  restarted.budget(1).recordNanoUsd(toNanoUsd(0), 3, 0, kNov);
   EXPECT_TRUE(restarted.budget(1).check(kNov));  // resumed spend counts toward the cap
 }
 
@@ -100,7 +100,7 @@ TEST(BudgetStore, OldPeriodsRollOverAndRemovedKeysAreIgnored) {
                        BudgetKey{"agent", {.period = BudgetPeriod::kDay}}},
                       dir.path().string(), kNov);
     for (std::size_t i = 0; i < store.size(); ++i)
-      store.budget(i).record(1.0, 1, 1, kNov);
+      store.budget(i).recordNanoUsd(toNanoUsd(1.0), 1, 1, kNov);
     ASSERT_EQ(store.flush(), std::nullopt);
   }
   const WallTime december = utc("2026-12-01T00:00:05Z");
@@ -127,7 +127,7 @@ TEST(BudgetStore, MemoryOnlyWithoutAStateDir) {
   BudgetStore store(twoKeys(), "", kNov);
   EXPECT_EQ(store.path(), "");
   EXPECT_FALSE(store.load(kNov).fileFound);
-  store.budget(0).record(1.0, 0, 0, kNov);
+  store.budget(0).recordNanoUsd(toNanoUsd(1.0), 0, 0, kNov);
   EXPECT_EQ(store.flush(), std::nullopt);
 }
 
@@ -161,7 +161,7 @@ TEST(BudgetStore, ACorruptFileIsRefusedWithThePathAndTheReason) {
   for (const char* text : kCorruptFiles) {
     writeText(file, text);
     BudgetStore store(twoKeys(), dir.path().string(), kNov);
-    store.budget(0).record(2.0, 0, 0, kNov);
+    store.budget(0).recordNanoUsd(toNanoUsd(2.0), 0, 0, kNov);
     try {
       store.load(kNov);
       ADD_FAILURE() << "accepted: " << text;
@@ -209,11 +209,11 @@ TEST(BudgetStore, AFailedWriteLeavesThePreviousFileIntact) {
   TempDir dir;
   const fs::path file = dir.path() / "budgets.json";
   BudgetStore store(twoKeys(), dir.path().string(), kNov);
-  store.budget(0).record(1.0, 1, 1, kNov);
+  store.budget(0).recordNanoUsd(toNanoUsd(1.0), 1, 1, kNov);
   ASSERT_EQ(store.flush(), std::nullopt);
   const std::string before = readText(file);
 
-  store.budget(0).record(1.0, 1, 1, kNov);
+  store.budget(0).recordNanoUsd(toNanoUsd(1.0), 1, 1, kNov);
   rlimit saved{};
   ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &saved), 0);
   const auto oldHandler = std::signal(SIGXFSZ, SIG_IGN);
@@ -255,7 +255,7 @@ TEST(BudgetStore, FlushWritesOnlyWhenSomethingChanged) {
   fs::remove(file);
   ASSERT_EQ(store.flush(), std::nullopt);
   EXPECT_FALSE(fs::exists(file));  // nothing new: no write
-  store.budget(1).record(0, 1, 0, kNov);
+  store.budget(1).recordNanoUsd(toNanoUsd(0), 1, 0, kNov);
   ASSERT_EQ(store.flush(), std::nullopt);
   EXPECT_TRUE(fs::exists(file));
 }

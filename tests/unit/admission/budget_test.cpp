@@ -65,7 +65,7 @@ TEST(Budget, MoneyIsCountedInNanoDollarsWithoutDrift) {
 
   Budget budget("planner", BudgetOptions{.usd = 1.0}, utc("2026-11-15T00:00:00Z"));
   for (int i = 0; i < 100'000; ++i)
-    budget.record(0.00001, 0, 0, utc("2026-11-15T00:00:00Z"));
+    budget.recordNanoUsd(toNanoUsd(0.00001), 0, 0, utc("2026-11-15T00:00:00Z"));
   EXPECT_EQ(budget.usage(utc("2026-11-15T00:00:00Z")).spent, 1'000'000'000);  // exactly $1
 }
 
@@ -73,9 +73,9 @@ TEST(Budget, RefusesOnceSpentAndNamesTheBudgetAndTheReset) {
   const WallTime t = utc("2026-11-20T08:00:00Z");
   Budget budget("planner", BudgetOptions{.usd = 12.0, .period = BudgetPeriod::kMonth}, t);
   EXPECT_FALSE(budget.check(t));
-  budget.record(11.99, 100, 10, t);
+  budget.recordNanoUsd(toNanoUsd(11.99), 100, 10, t);
   EXPECT_FALSE(budget.check(t));
-  budget.record(0.01, 100, 10, t);
+  budget.recordNanoUsd(toNanoUsd(0.01), 100, 10, t);
   const std::optional<BudgetRefusal> refusal = budget.check(t);
   ASSERT_TRUE(refusal);
   EXPECT_EQ(refusal->limit, BudgetLimit::kUsd);
@@ -91,20 +91,20 @@ TEST(Budget, TokenCapsAndATotalBudgetThatNeverResets) {
       "agent",
       BudgetOptions{.period = BudgetPeriod::kDay, .maxInputTokens = 1'000, .maxOutputTokens = 500},
       t);
-  daily.record(0, 400, 500, t);
+  daily.recordNanoUsd(toNanoUsd(0), 400, 500, t);
   std::optional<BudgetRefusal> r = daily.check(t);
   ASSERT_TRUE(r);
   EXPECT_EQ(r->limit, BudgetLimit::kOutputTokens);
   EXPECT_EQ(r->message,
             "key 'agent' has used its daily output-token budget of 500 tokens; it resets at "
             "2026-11-21T00:00:00Z");
-  daily.record(0, 600, 0, t);
+  daily.recordNanoUsd(toNanoUsd(0), 600, 0, t);
   r = daily.check(t);
   ASSERT_TRUE(r);
   EXPECT_EQ(r->limit, BudgetLimit::kInputTokens);
 
   Budget total("once", BudgetOptions{.usd = 5.0, .period = BudgetPeriod::kTotal}, t);
-  total.record(5.0, 0, 0, t);
+  total.recordNanoUsd(toNanoUsd(5.0), 0, 0, t);
   r = total.check(t + hours(24 * 400));
   ASSERT_TRUE(r);
   EXPECT_EQ(r->message, "key 'once' has spent its total budget of $5.00; it does not reset");
@@ -114,7 +114,7 @@ TEST(Budget, TokenCapsAndATotalBudgetThatNeverResets) {
 TEST(Budget, MonthRollsOverAtMidnightUtcOnTheFirst) {
   const WallTime lastSecond = utc("2026-11-30T23:59:59Z");
   Budget budget("planner", BudgetOptions{.usd = 1.0}, utc("2026-11-03T00:00:00Z"));
-  budget.record(1.5, 10, 20, lastSecond);
+  budget.recordNanoUsd(toNanoUsd(1.5), 10, 20, lastSecond);
   EXPECT_TRUE(budget.check(lastSecond + std::chrono::milliseconds(999)));
   const WallTime december = utc("2026-12-01T00:00:00Z");
   EXPECT_FALSE(budget.check(december));
@@ -124,7 +124,7 @@ TEST(Budget, MonthRollsOverAtMidnightUtcOnTheFirst) {
   EXPECT_EQ(u.inputTokens, 0u);
   EXPECT_EQ(u.outputTokens, 0u);
   // And across the year end.
-  budget.record(2.0, 0, 0, utc("2026-12-31T23:00:00Z"));
+  budget.recordNanoUsd(toNanoUsd(2.0), 0, 0, utc("2026-12-31T23:00:00Z"));
   const std::optional<BudgetRefusal> r = budget.check(utc("2026-12-31T23:00:00Z"));
   ASSERT_TRUE(r);
   EXPECT_EQ(r->resetsAt, utc("2027-01-01T00:00:00Z"));
@@ -135,11 +135,11 @@ TEST(Budget, DayRollsOverAndARecordAfterTheBoundaryCountsInTheNewDay) {
   const WallTime evening = utc("2026-03-10T23:30:00Z");
   Budget budget("agent", BudgetOptions{.period = BudgetPeriod::kDay, .maxInputTokens = 100},
                 evening);
-  budget.record(0, 100, 0, evening);
+  budget.recordNanoUsd(toNanoUsd(0), 100, 0, evening);
   EXPECT_TRUE(budget.check(evening));
   // No check in between: the first thing after midnight is a record.
   const WallTime morning = utc("2026-03-11T00:00:01Z");
-  budget.record(0, 40, 0, morning);
+  budget.recordNanoUsd(toNanoUsd(0), 40, 0, morning);
   const BudgetUsage u = budget.usage(morning);
   EXPECT_EQ(u.periodStart, utc("2026-03-11T00:00:00Z"));
   EXPECT_EQ(u.inputTokens, 40u);

@@ -12,21 +12,6 @@ namespace {
 
 using test::makeConfig;
 
-TEST(NodeLabel, OnlyConfiguredIdsBecomeLabels) {
-  const std::vector<std::string> allowed = {"node-1", "node-2"};
-  EXPECT_EQ(boundNodeLabel("node-1", allowed), "node-1");
-  EXPECT_EQ(boundNodeLabel("node-2", allowed), "node-2");
-  EXPECT_EQ(boundNodeLabel("node-3", allowed), "other");
-  EXPECT_EQ(boundNodeLabel("NODE-1", allowed), "other");  // exact match only
-  EXPECT_EQ(boundNodeLabel("node-1 ", allowed), "other");
-  EXPECT_EQ(boundNodeLabel("", allowed), "none");
-  EXPECT_EQ(boundNodeLabel("anything", {}), "other");
-  // A caller sending a fresh id per request still makes one series: "other".
-  for (int i = 0; i < 1000; ++i) {
-    EXPECT_EQ(boundNodeLabel("agent-" + std::to_string(i), allowed), "other");
-  }
-}
-
 TEST(LabelSpace, NodeIdsMapToConfiguredOtherOrNone) {
   const LabelSpace l(makeConfig(), {"node-b", "node-a", "", "node-a"});
   EXPECT_EQ(l.nodeIds(), (std::vector<std::string>{"node-a", "node-b"}));  // sorted, unique

@@ -1,4 +1,5 @@
-// UTF-8 helpers shared by the JSON scanner and writer; private to src/common.
+// UTF-8 helpers: the one validator of the gateway (the JSON scanner and
+// writer, the access log) and the encoder of code points.
 #pragma once
 
 #include <cstddef>
