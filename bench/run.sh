@@ -50,7 +50,7 @@ work=$(mktemp -d)
 pids=()
 cleanup() {
   kill "${pids[@]}" 2>/dev/null || true
-  [[ -f $work/nginx.pid ]] && kill "$(cat "$work/nginx.pid")" 2>/dev/null || true
+  [[ -f $work/nginx.pid ]] && kill "$(cat "$work/nginx.pid" 2>/dev/null)" 2>/dev/null || true
   wait 2>/dev/null || true
   rm -rf "$work"
 }

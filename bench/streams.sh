@@ -69,10 +69,11 @@ quiet=$(probe)
 echo "kimi-relay $("$bin/kimi-relay" --version | awk '{print $2}'), $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) CPUs"
 echo "idle: RSS ${idle} KiB; a request alone: $(awk -v t="$quiet" 'BEGIN{printf "%.1f", t*1000}') ms"
 
-# run LABEL STREAMS H2LOAD-ARGS...
+# run LABEL STREAMS OPEN-FDS H2LOAD-ARGS... (the probe is made once the gateway
+# holds OPEN-FDS descriptors: every stream open, not during the ramp-up)
 run() {
-  local label=$1 streams=$2
-  shift 2
+  local label=$1 streams=$2 open_fds=$3
+  shift 3
   h2load "$@" -n "$streams" -d "$work/body.json" -H "Authorization: Bearer $key" \
     -H 'Content-Type: application/json' "http://127.0.0.1:$relay_port/v1/chat/completions" >"$work/h2load.txt" 2>&1 &
   local gen=$!
@@ -82,7 +83,7 @@ run() {
     local now
     now=$(rss)
     ((now > peak)) && peak=$now
-    if [[ -z $during && $(ls "/proc/$relay_pid/fd" | wc -l) -gt $((streams)) ]]; then
+    if [[ -z $during && $(ls "/proc/$relay_pid/fd" | wc -l) -ge $open_fds ]]; then
       during=$(probe)
     fi
   done
@@ -97,8 +98,8 @@ run() {
   sleep 2
 }
 
-run "HTTP/2 (h2c), 100 connections" "$h2_streams" -c 100 -m $(((h2_streams + 99) / 100))
-run "HTTP/1.1, one stream per connection" "$h1_streams" --h1 -c "$h1_streams"
+run "HTTP/2 (h2c), 100 connections" "$h2_streams" $((h2_streams * 99 / 100 + 100)) -c 100 -m $(((h2_streams + 99) / 100))
+run "HTTP/1.1, one stream per connection" "$h1_streams" $((h1_streams * 2 * 99 / 100)) --h1 -c "$h1_streams"
 echo "after: RSS $(rss) KiB (idle before: $idle KiB)"
 sleep 12  # the gateway returns freed memory to the system every 10 s
 echo "after 12 s idle: RSS $(rss) KiB"
