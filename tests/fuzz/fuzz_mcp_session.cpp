@@ -57,8 +57,17 @@ void checkDecoded(const McpSessionCodec& codec, std::string_view id, const McpSe
   FUZZ_CHECK(!s.tenant.empty() && s.tenant.size() <= 255, "decoded tenant out of range");
   FUZZ_CHECK(!s.upstreamId.empty(), "decoded upstream id is empty");
   const std::optional<std::string> again = codec.encode(s);
-  if (s.upstreamId.size() <= McpSessionCodec::kMaxUpstreamIdBytes) {
+  if (s.upstreamId.size() > McpSessionCodec::kMaxUpstreamIdBytes) return;
+  // The payload's first byte is its format: 2 is written today, 1 (no
+  // protocol version inside) is still read.
+  const std::optional<std::string> raw = base64UrlDecode(id.substr(4));
+  FUZZ_CHECK(raw && !raw->empty(), "a decoded id is base64url after its prefix");
+  if (static_cast<unsigned char>((*raw)[0]) == 2) {
     FUZZ_CHECK(again == std::string(id), "a decoded session must encode back to its id");
+  } else {
+    FUZZ_CHECK(static_cast<unsigned char>((*raw)[0]) == 1, "only formats 1 and 2 decode");
+    FUZZ_CHECK(s.protocolVersion.empty(), "a format-1 id carries no protocol version");
+    FUZZ_CHECK(again && codec.decode(*again) == s, "a format-1 session re-encodes to the same session");
   }
 }
 
@@ -83,8 +92,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   //    it (wrong version, bad tenant length) but must never misread it.
   const std::string forged = signedId(input);
   if (std::optional<McpSession> s = codec.decode(forged)) {
-    FUZZ_CHECK(input.size() > 6 && static_cast<unsigned char>(input[0]) == 1,
-               "only a version 1 payload decodes");
+    FUZZ_CHECK(input.size() > 6 && (static_cast<unsigned char>(input[0]) == 1 ||
+                                    static_cast<unsigned char>(input[0]) == 2),
+               "only a format 1 or 2 payload decodes");
     checkDecoded(codec, forged, *s);
   }
 
