@@ -50,104 +50,127 @@ net::Task<void> change(net::Exchange& ex, AdminState& state, KeyOp op) {
 
 }  // namespace
 
+namespace {
+
+// GET /admin/keys: every key of the snapshot, and the file keys revoked at runtime.
+net::Task<void> listKeys(net::Exchange& ex, const pipeline::Snapshot& snap, AdminState& state) {
+  json list = json::array();
+  for (const admission::Tenant& t : snap.keys.tenants())
+    list.push_back(describeKey(snap, t, state.registry));
+  if (state.registry) {
+    for (const std::string& revoked : state.registry->revokedFileKeys())
+      list.push_back({{"name", revoked}, {"source", "file"}, {"revoked", true}});
+  }
+  std::string text = json{{"object", "list"}, {"data", list}}.dump();
+  co_await sendJson(ex, 200, std::move(text));
+}
+
+// POST /admin/keys: the body names the key; the registry checks the rest.
+net::Task<void> createKey(net::Exchange& ex, AdminState& state) {
+  json body = json::parse(ex.body, nullptr, false);
+  std::string keyName = body.is_object() && body.contains("name") && body["name"].is_string()
+                            ? body["name"].get<std::string>()
+                            : std::string();
+  if (keyName.empty()) {
+    ApiError err{400, "the body must be a JSON object with a \"name\"", "invalid_request_error",
+                 "invalid_key", "name"};
+    co_await sendError(ex, std::move(err));
+    co_return;
+  }
+  KeyOp op{KeyOp::Kind::kCreate, keyName, ex.body, 0};
+  co_await change(ex, state, std::move(op));
+}
+
+// GET /admin/keys/NAME.
+net::Task<void> showKey(net::Exchange& ex, const pipeline::Snapshot& snap, AdminState& state,
+                        const std::string& name) {
+  const admission::Tenant* t = findTenant(snap, name);
+  if (!t) {
+    ApiError err{404, "no key is named '" + name + "'", "invalid_request_error", "key_not_found"};
+    co_await sendError(ex, std::move(err));
+    co_return;
+  }
+  std::string text = describeKey(snap, *t, state.registry).dump();
+  co_await sendJson(ex, 200, std::move(text));
+}
+
+// POST /admin/keys/NAME/rotate, with an optional {"grace_seconds": N}.
+net::Task<void> rotateKey(net::Exchange& ex, AdminState& state, const std::string& name) {
+  std::int64_t grace = admission::KeyRegistry::kDefaultGraceSeconds;
+  json body = json::parse(ex.body.empty() ? std::string("{}") : ex.body, nullptr, false);
+  if (body.is_object() && body.contains("grace_seconds")) {
+    if (!body["grace_seconds"].is_number_integer() || body["grace_seconds"].get<std::int64_t>() < 0) {
+      ApiError err{400, "grace_seconds must be a whole number >= 0", "invalid_request_error",
+                   "invalid_key", "grace_seconds"};
+      co_await sendError(ex, std::move(err));
+      co_return;
+    }
+    grace = body["grace_seconds"].get<std::int64_t>();
+  }
+  KeyOp op{KeyOp::Kind::kRotate, name, std::string(), grace};
+  co_await change(ex, state, std::move(op));
+}
+
+// 405 with the methods this path takes.
+net::Task<void> notAllowed(net::Exchange& ex, const std::string& name, std::string_view action) {
+  Headers h;
+  std::string_view allow = name.empty()          ? std::string_view("GET, POST")
+                           : action == "rotate" ? std::string_view("POST")
+                                                : std::string_view("GET, PATCH, DELETE");
+  h.add("allow", allow);
+  ApiError err{405, ex.head.method + " is not supported on " + ex.head.path,
+               "invalid_request_error", "method_not_allowed"};
+  co_await pipeline::respondError(*ex.response, std::move(h), std::move(err));
+}
+
+}  // namespace
+
+// /admin/keys[/NAME[/rotate]]: the body is read first (a refused one is
+// answered as such), then the path and method pick one step.
 net::Task<void> handleAdminKeys(net::Exchange& ex, AdminState& state) {
   const std::string& method = ex.head.method;
   std::string_view rest = std::string_view(ex.head.path).substr(std::string_view("/admin/keys").size());
   if (!rest.empty()) rest.remove_prefix(1);  // the '/'
-  std::string name(rest.substr(0, rest.find('/')));
-  std::string_view action = rest.find('/') == std::string_view::npos ? std::string_view()
-                                                                     : rest.substr(rest.find('/') + 1);
+  const std::size_t slash = rest.find('/');
+  const std::string name(rest.substr(0, slash));
+  const std::string_view action = slash == std::string_view::npos ? std::string_view()
+                                                                  : rest.substr(slash + 1);
   if (method == "POST" || method == "PATCH") {
     net::BodyResult body = co_await ex.readBody();
     if (body.status == net::BodyStatus::kGone) co_return;
     if (!body.ok()) {
       ApiError err{body.httpStatus(), body.message, "invalid_request_error",
-                                      std::string(body.code())};
+                   std::string(body.code())};
       co_await sendError(ex, std::move(err));
       co_return;
     }
   }
   if (!state.keyChange) {
-    ApiError err{503, "the key API is not available here", "server_error",
-                                    "unavailable"};
-      co_await sendError(ex, std::move(err));
+    ApiError err{503, "the key API is not available here", "server_error", "unavailable"};
+    co_await sendError(ex, std::move(err));
     co_return;
   }
   std::shared_ptr<const pipeline::Snapshot> snap = state.snapshot();
 
+  // (Each step a statement of its own: GCC 12 mishandles co_await inside
+  // larger expressions.)
   if (name.empty() && method == "GET") {
-    json list = json::array();
-    for (const admission::Tenant& t : snap->keys.tenants())
-      list.push_back(describeKey(*snap, t, state.registry));
-    if (state.registry) {
-      for (const std::string& revoked : state.registry->revokedFileKeys())
-        list.push_back({{"name", revoked}, {"source", "file"}, {"revoked", true}});
-    }
-    std::string text = json{{"object", "list"}, {"data", list}}.dump();
-    co_await sendJson(ex, 200, std::move(text));
-    co_return;
-  }
-  if (name.empty() && method == "POST") {
-    json body = json::parse(ex.body, nullptr, false);
-    std::string keyName = body.is_object() && body.contains("name") && body["name"].is_string()
-                              ? body["name"].get<std::string>()
-                              : std::string();
-    if (keyName.empty()) {
-      ApiError err{400, "the body must be a JSON object with a \"name\"",
-                                      "invalid_request_error", "invalid_key", "name"};
-      co_await sendError(ex, std::move(err));
-      co_return;
-    }
-    KeyOp op{KeyOp::Kind::kCreate, keyName, ex.body, 0};
-    co_await change(ex, state, std::move(op));
-    co_return;
-  }
-  if (!name.empty() && action.empty() && method == "GET") {
-    const admission::Tenant* t = findTenant(*snap, name);
-    if (!t) {
-      ApiError err{404, "no key is named '" + name + "'",
-                                      "invalid_request_error", "key_not_found"};
-      co_await sendError(ex, std::move(err));
-      co_return;
-    }
-    std::string text = describeKey(*snap, *t, state.registry).dump();
-    co_await sendJson(ex, 200, std::move(text));
-    co_return;
-  }
-  if (!name.empty() && action.empty() && method == "PATCH") {
+    co_await listKeys(ex, *snap, state);
+  } else if (name.empty() && method == "POST") {
+    co_await createKey(ex, state);
+  } else if (!name.empty() && action.empty() && method == "GET") {
+    co_await showKey(ex, *snap, state, name);
+  } else if (!name.empty() && action.empty() && method == "PATCH") {
     KeyOp op{KeyOp::Kind::kUpdate, name, ex.body, 0};
     co_await change(ex, state, std::move(op));
-    co_return;
-  }
-  if (!name.empty() && action.empty() && method == "DELETE") {
+  } else if (!name.empty() && action.empty() && method == "DELETE") {
     KeyOp op{KeyOp::Kind::kRevoke, name, std::string(), 0};
     co_await change(ex, state, std::move(op));
-    co_return;
+  } else if (!name.empty() && action == "rotate" && method == "POST") {
+    co_await rotateKey(ex, state, name);
+  } else {
+    co_await notAllowed(ex, name, action);
   }
-  if (!name.empty() && action == "rotate" && method == "POST") {
-    std::int64_t grace = admission::KeyRegistry::kDefaultGraceSeconds;
-    json body = json::parse(ex.body.empty() ? std::string("{}") : ex.body, nullptr, false);
-    if (body.is_object() && body.contains("grace_seconds")) {
-      if (!body["grace_seconds"].is_number_integer() || body["grace_seconds"].get<std::int64_t>() < 0) {
-        ApiError err{400, "grace_seconds must be a whole number >= 0",
-                                        "invalid_request_error", "invalid_key", "grace_seconds"};
-      co_await sendError(ex, std::move(err));
-        co_return;
-      }
-      grace = body["grace_seconds"].get<std::int64_t>();
-    }
-    KeyOp op{KeyOp::Kind::kRotate, name, std::string(), grace};
-    co_await change(ex, state, std::move(op));
-    co_return;
-  }
-  Headers h;
-  std::string_view allow = name.empty() ? std::string_view("GET, POST")
-                           : action == "rotate" ? std::string_view("POST")
-                                                : std::string_view("GET, PATCH, DELETE");
-  h.add("allow", allow);
-  ApiError notAllowed{405, method + " is not supported on " + ex.head.path,
-                      "invalid_request_error", "method_not_allowed"};
-  co_await pipeline::respondError(*ex.response, std::move(h), std::move(notAllowed));
 }
 
 }  // namespace relay::api
