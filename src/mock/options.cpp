@@ -40,6 +40,45 @@ std::vector<std::string> splitList(std::string_view text) {
   return out;
 }
 
+// One option that takes a value, into `o`. False, with `error` set, when
+// the value is not one the option takes.
+bool applyValued(std::string_view arg, std::string_view value, MockOptions& o,
+                 std::string& error) {
+  bool ok = true;
+  if (arg == "--listen") {
+    ok = parseListen(value, o);
+  } else if (arg == "--name") {
+    o.name = std::string(value);
+    ok = !value.empty();
+  } else if (arg == "--api-key") {
+    o.apiKey = std::string(value);
+  } else if (arg == "--workers") {
+    ok = parseNumber(value, o.workers) && o.workers >= 1 && o.workers <= 256;
+  } else if (arg == "--models") {
+    o.models = splitList(value);
+    ok = !o.models.empty();
+  } else if (arg == "--chunks") {
+    ok = parseNumber(value, o.chunks) && o.chunks <= kMaxChunks;
+  } else if (arg == "--chunk-delay-ms") {
+    ok = parseNumber(value, o.chunkDelayMs);
+  } else if (arg == "--fault") {
+    FaultParseResult parsed = parseFaultSpec(value);
+    if (!parsed.ok()) {
+      error = "--fault: " + parsed.error;
+      return false;
+    }
+    if (!parsed.spec.isNoop()) o.fault = parsed.spec;
+  } else if (arg == "--tls-cert") {
+    o.tlsCert = std::string(value);
+  } else if (arg == "--tls-key") {
+    o.tlsKey = std::string(value);
+  } else if (arg == "--max-request-bytes") {
+    ok = parseNumber(value, o.maxRequestBytes) && o.maxRequestBytes > 0;
+  }
+  if (!ok) error = "bad value for " + std::string(arg) + ": '" + std::string(value) + "'";
+  return ok;
+}
+
 }  // namespace
 
 const char* usageText() {
@@ -92,41 +131,7 @@ OptionsResult parseOptions(int argc, const char* const* argv) {
       }
       value = argv[++i];
     }
-    bool ok = true;
-    if (arg == "--listen") {
-      ok = parseListen(value, o);
-    } else if (arg == "--name") {
-      o.name = std::string(value);
-      ok = !value.empty();
-    } else if (arg == "--api-key") {
-      o.apiKey = std::string(value);
-    } else if (arg == "--workers") {
-      ok = parseNumber(value, o.workers) && o.workers >= 1 && o.workers <= 256;
-    } else if (arg == "--models") {
-      o.models = splitList(value);
-      ok = !o.models.empty();
-    } else if (arg == "--chunks") {
-      ok = parseNumber(value, o.chunks) && o.chunks <= kMaxChunks;
-    } else if (arg == "--chunk-delay-ms") {
-      ok = parseNumber(value, o.chunkDelayMs);
-    } else if (arg == "--fault") {
-      FaultParseResult parsed = parseFaultSpec(value);
-      if (!parsed.ok()) {
-        result.error = "--fault: " + parsed.error;
-        return result;
-      }
-      if (!parsed.spec.isNoop()) o.fault = parsed.spec;
-    } else if (arg == "--tls-cert") {
-      o.tlsCert = std::string(value);
-    } else if (arg == "--tls-key") {
-      o.tlsKey = std::string(value);
-    } else if (arg == "--max-request-bytes") {
-      ok = parseNumber(value, o.maxRequestBytes) && o.maxRequestBytes > 0;
-    }
-    if (!ok) {
-      result.error = "bad value for " + std::string(arg) + ": '" + std::string(value) + "'";
-      return result;
-    }
+    if (!applyValued(arg, value, o, result.error)) return result;
   }
   if (o.tlsCert.empty() != o.tlsKey.empty()) {
     result.error = "--tls-cert and --tls-key go together";
