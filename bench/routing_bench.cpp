@@ -3,7 +3,6 @@
 // lease) over a route of 3 candidates. The difference between the strategies
 // is what `routes.MODEL.strategy` adds to a request's CPU.
 #include <benchmark/benchmark.h>
-
 #include <chrono>
 
 #include "relay/upstream/balancer.hpp"
@@ -41,9 +40,15 @@ void pickWith(benchmark::State& state, relay::config::Strategy strategy) {
   }
 }
 
-void BM_PickWeighted(benchmark::State& s) { pickWith(s, relay::config::Strategy::kWeighted); }
-void BM_PickLeastLatency(benchmark::State& s) { pickWith(s, relay::config::Strategy::kLeastLatency); }
-void BM_PickLeastInFlight(benchmark::State& s) { pickWith(s, relay::config::Strategy::kLeastInFlight); }
+void BM_PickWeighted(benchmark::State& s) {
+  pickWith(s, relay::config::Strategy::kWeighted);
+}
+void BM_PickLeastLatency(benchmark::State& s) {
+  pickWith(s, relay::config::Strategy::kLeastLatency);
+}
+void BM_PickLeastInFlight(benchmark::State& s) {
+  pickWith(s, relay::config::Strategy::kLeastInFlight);
+}
 
 BENCHMARK(BM_PickWeighted);
 BENCHMARK(BM_PickLeastLatency);

@@ -1,8 +1,8 @@
 #include "relay/admission/budget.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <algorithm>
 #include <limits>
 #include <utility>
 
@@ -217,7 +217,8 @@ std::optional<double> Budget::settleHold(const BudgetAsk& held, const BudgetAsk&
   // sees, at worst, both for an instant — never less than the truth.
   const NanoUsd usdBefore = usd > 0 ? spent_.fetch_add(usd, std::memory_order_relaxed) : 0;
   const std::uint64_t inBefore =
-      actual.inputTokens ? inputTokens_.fetch_add(actual.inputTokens, std::memory_order_relaxed) : 0;
+      actual.inputTokens ? inputTokens_.fetch_add(actual.inputTokens, std::memory_order_relaxed)
+                         : 0;
   const std::uint64_t outBefore =
       actual.outputTokens ? outputTokens_.fetch_add(actual.outputTokens, std::memory_order_relaxed)
                           : 0;
@@ -238,8 +239,9 @@ std::optional<double> Budget::settleHold(const BudgetAsk& held, const BudgetAsk&
   check(static_cast<double>(usdBefore), static_cast<double>(usd),
         usdCap_ > 0 ? std::optional<double>(static_cast<double>(usdCap_)) : std::nullopt);
   check(static_cast<double>(inBefore), static_cast<double>(actual.inputTokens),
-        options_.maxInputTokens ? std::optional<double>(static_cast<double>(*options_.maxInputTokens))
-                                : std::nullopt);
+        options_.maxInputTokens
+            ? std::optional<double>(static_cast<double>(*options_.maxInputTokens))
+            : std::nullopt);
   check(static_cast<double>(outBefore), static_cast<double>(actual.outputTokens),
         options_.maxOutputTokens
             ? std::optional<double>(static_cast<double>(*options_.maxOutputTokens))
@@ -282,12 +284,12 @@ BudgetUsage Budget::usage(WallTime now) {
 }
 
 BudgetAsk Budget::held() const {
-  return BudgetAsk{committedUsd_.load(std::memory_order_relaxed) -
-                       spent_.load(std::memory_order_relaxed),
-                   committedInput_.load(std::memory_order_relaxed) -
-                       inputTokens_.load(std::memory_order_relaxed),
-                   committedOutput_.load(std::memory_order_relaxed) -
-                       outputTokens_.load(std::memory_order_relaxed)};
+  return BudgetAsk{
+      committedUsd_.load(std::memory_order_relaxed) - spent_.load(std::memory_order_relaxed),
+      committedInput_.load(std::memory_order_relaxed) -
+          inputTokens_.load(std::memory_order_relaxed),
+      committedOutput_.load(std::memory_order_relaxed) -
+          outputTokens_.load(std::memory_order_relaxed)};
 }
 
 BudgetUsage Budget::snapshot() const {

@@ -153,8 +153,9 @@ KeyChangeResult KeyRegistry::create(const std::string& name, const std::string& 
   e.settings = body.dump();
   e.createdUnix = nowUnix();
   // After a tombstone of the same name, strictly later (replicas order by it).
-  e.updatedUnix = existing != entries_.end() ? std::max(e.createdUnix, existing->second.updatedUnix + 1)
-                                             : e.createdUnix;
+  e.updatedUnix = existing != entries_.end()
+                      ? std::max(e.createdUnix, existing->second.updatedUnix + 1)
+                      : e.createdUnix;
   next[name] = std::move(e);
   try {
     merge(next, fileConfig);  // validates names, models, limits, budget
@@ -179,8 +180,8 @@ KeyChangeResult KeyRegistry::update(const std::string& name, const std::string& 
   bool restore = false;
   if (patch.is_object() && patch.contains("revoked")) {
     if (!patch["revoked"].is_boolean() || patch["revoked"].get<bool>()) {
-      r.error = KeyChangeError{400, "\"revoked\": false restores a revoked file key; revoke with DELETE",
-                               "invalid_key"};
+      r.error = KeyChangeError{
+          400, "\"revoked\": false restores a revoked file key; revoke with DELETE", "invalid_key"};
       return r;
     }
     restore = true;
@@ -209,13 +210,15 @@ KeyChangeResult KeyRegistry::update(const std::string& name, const std::string& 
     e.createdUnix = nowUnix();
   }
   if (e.revoked && !restore) {
-    r.error = KeyChangeError{409, "the key '" + name + "' is revoked; restore it first", "key_revoked"};
+    r.error =
+        KeyChangeError{409, "the key '" + name + "' is revoked; restore it first", "key_revoked"};
     return r;
   }
   if (restore) e.revoked = false;
   json settings = json::parse(e.settings);
   if (e.fromFile) {
-    for (const auto& [field, value] : patch.items()) settings[field] = value;  // null: back to the file
+    for (const auto& [field, value] : patch.items())
+      settings[field] = value;  // null: back to the file
     json kept = json::object();
     for (const auto& [field, value] : settings.items()) {
       if (!value.is_null()) kept[field] = value;
@@ -281,7 +284,8 @@ KeyChangeResult KeyRegistry::rotate(const std::string& name, std::int64_t graceS
     return r;
   }
   if (it != entries_.end() && it->second.revoked) {
-    r.error = KeyChangeError{409, "the key '" + name + "' is revoked; restore it first", "key_revoked"};
+    r.error =
+        KeyChangeError{409, "the key '" + name + "' is revoked; restore it first", "key_revoked"};
     return r;
   }
   Entries next = entries_;
@@ -333,8 +337,8 @@ json KeyRegistry::entryToJson(const Entry& e) {
   json previous = json::array();
   for (const auto& p : e.previous)
     previous.push_back({{"sha256", p.sha256}, {"until", p.untilUnix}});
-  return {{"from_file", e.fromFile}, {"settings", json::parse(e.settings)},
-          {"previous", previous},    {"revoked", e.revoked},
+  return {{"from_file", e.fromFile},  {"settings", json::parse(e.settings)},
+          {"previous", previous},     {"revoked", e.revoked},
           {"created", e.createdUnix}, {"updated", e.updatedUnix}};
 }
 
@@ -393,9 +397,9 @@ bool KeyRegistry::newerEntry(const std::string& a, const std::string& b) {
   return a > b;
 }
 
-std::vector<std::string> KeyRegistry::importEntries(const std::map<std::string, std::string>& shared,
-                                                    const config::Config& fileConfig,
-                                                    std::vector<std::string>& refused) {
+std::vector<std::string> KeyRegistry::importEntries(
+    const std::map<std::string, std::string>& shared, const config::Config& fileConfig,
+    std::vector<std::string>& refused) {
   std::vector<std::string> taken;
   std::lock_guard lock(mutex_);
   for (const auto& [name, text] : shared) {
@@ -426,8 +430,9 @@ void KeyRegistry::load() {
   FileRead file = readWholeFile(path_);
   if (!file.found) return;
   auto fail = [&](const std::string& why) {
-    throw std::runtime_error(path_ + ": " + why + " (fix or remove the file; it holds the keys "
-                                                  "created and changed through the admin API)");
+    throw std::runtime_error(path_ + ": " + why +
+                             " (fix or remove the file; it holds the keys "
+                             "created and changed through the admin API)");
   };
   if (!file.error.empty()) fail(file.error);
   json doc = json::parse(file.contents, nullptr, false);

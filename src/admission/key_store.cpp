@@ -1,9 +1,8 @@
 #include "relay/admission/key_store.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
-
-#include <algorithm>
 #include <cstring>
 #include <stdexcept>
 #include <unordered_map>
@@ -70,7 +69,8 @@ std::string generateKey() {
   if (RAND_bytes(bytes.data(), static_cast<int>(bytes.size())) != 1)
     throw std::runtime_error("no randomness available for a new key");
   // base64url without padding: 32 bytes -> 43 characters.
-  return "kr-" + base64UrlEncode(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
+  return "kr-" + base64UrlEncode(
+                     std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
 }
 
 bool Tenant::mayUse(std::string_view model) const {
@@ -94,7 +94,8 @@ KeyStore::KeyStore(const std::vector<config::Key>& keys) {
   for (std::size_t i = 0; i < keys.size(); ++i) {
     tenants_.push_back(Tenant{i, keys[i].name, &keys[i]});
     addDigest(keys[i].sha256, i, 0);
-    for (const config::PreviousDigest& p : keys[i].previousDigests) addDigest(p.sha256, i, p.untilUnix);
+    for (const config::PreviousDigest& p : keys[i].previousDigests)
+      addDigest(p.sha256, i, p.untilUnix);
   }
 }
 
@@ -119,10 +120,20 @@ std::uint64_t siphash(std::uint64_t k0, std::uint64_t k1, std::string_view in) {
   std::uint64_t v0 = 0x736f6d6570736575ULL ^ k0, v1 = 0x646f72616e646f6dULL ^ k1,
                 v2 = 0x6c7967656e657261ULL ^ k0, v3 = 0x7465646279746573ULL ^ k1;
   auto round = [&] {
-    v0 += v1; v1 = rotl(v1, 13); v1 ^= v0; v0 = rotl(v0, 32);
-    v2 += v3; v3 = rotl(v3, 16); v3 ^= v2;
-    v0 += v3; v3 = rotl(v3, 21); v3 ^= v0;
-    v2 += v1; v1 = rotl(v1, 17); v1 ^= v2; v2 = rotl(v2, 32);
+    v0 += v1;
+    v1 = rotl(v1, 13);
+    v1 ^= v0;
+    v0 = rotl(v0, 32);
+    v2 += v3;
+    v3 = rotl(v3, 16);
+    v3 ^= v2;
+    v0 += v3;
+    v3 = rotl(v3, 21);
+    v3 ^= v0;
+    v2 += v1;
+    v1 = rotl(v1, 17);
+    v1 ^= v2;
+    v2 = rotl(v2, 32);
   };
   const std::size_t n = in.size();
   std::size_t i = 0;
@@ -209,10 +220,9 @@ const Tenant* KeyStore::find(std::string_view presentedKey) const {
     cache.entries.emplace(h, index);
   }
   const Entry& e = digests_[index];
-  if (e.untilUnix != 0 &&
-      std::chrono::duration_cast<std::chrono::seconds>(
-          std::chrono::system_clock::now().time_since_epoch())
-              .count() >= e.untilUnix)
+  if (e.untilUnix != 0 && std::chrono::duration_cast<std::chrono::seconds>(
+                              std::chrono::system_clock::now().time_since_epoch())
+                                  .count() >= e.untilUnix)
     return nullptr;  // a rotated secret whose grace period is over
   return &tenants_[e.tenant];
 }

@@ -99,7 +99,8 @@ net::Task<void> rotateKey(net::Exchange& ex, AdminState& state, const std::strin
   std::int64_t grace = admission::KeyRegistry::kDefaultGraceSeconds;
   json body = json::parse(ex.body.empty() ? std::string("{}") : ex.body, nullptr, false);
   if (body.is_object() && body.contains("grace_seconds")) {
-    if (!body["grace_seconds"].is_number_integer() || body["grace_seconds"].get<std::int64_t>() < 0) {
+    if (!body["grace_seconds"].is_number_integer() ||
+        body["grace_seconds"].get<std::int64_t>() < 0) {
       ApiError err{400, "grace_seconds must be a whole number >= 0", "invalid_request_error",
                    "invalid_key", "grace_seconds"};
       co_await sendError(ex, std::move(err));
@@ -114,7 +115,7 @@ net::Task<void> rotateKey(net::Exchange& ex, AdminState& state, const std::strin
 // 405 with the methods this path takes.
 net::Task<void> notAllowed(net::Exchange& ex, const std::string& name, std::string_view action) {
   Headers h;
-  std::string_view allow = name.empty()          ? std::string_view("GET, POST")
+  std::string_view allow = name.empty()         ? std::string_view("GET, POST")
                            : action == "rotate" ? std::string_view("POST")
                                                 : std::string_view("GET, PATCH, DELETE");
   h.add("allow", allow);
@@ -129,12 +130,13 @@ net::Task<void> notAllowed(net::Exchange& ex, const std::string& name, std::stri
 // answered as such), then the path and method pick one step.
 net::Task<void> handleAdminKeys(net::Exchange& ex, AdminState& state) {
   const std::string& method = ex.head.method;
-  std::string_view rest = std::string_view(ex.head.path).substr(std::string_view("/admin/keys").size());
+  std::string_view rest =
+      std::string_view(ex.head.path).substr(std::string_view("/admin/keys").size());
   if (!rest.empty()) rest.remove_prefix(1);  // the '/'
   const std::size_t slash = rest.find('/');
   const std::string name(rest.substr(0, slash));
-  const std::string_view action = slash == std::string_view::npos ? std::string_view()
-                                                                  : rest.substr(slash + 1);
+  const std::string_view action =
+      slash == std::string_view::npos ? std::string_view() : rest.substr(slash + 1);
   if (method == "POST" || method == "PATCH") {
     net::BodyResult body = co_await ex.readBody();
     if (body.status == net::BodyStatus::kGone) co_return;

@@ -99,8 +99,8 @@ net::Task<void> pump(net::Exchange& ex, pipeline::EventSubscription& sub) {
 
 }  // namespace
 
-net::Task<void> handleEvents(std::shared_ptr<const pipeline::Snapshot> snapshot,
-                             net::Exchange& ex, std::string server, bool adminOnly) {
+net::Task<void> handleEvents(std::shared_ptr<const pipeline::Snapshot> snapshot, net::Exchange& ex,
+                             std::string server, bool adminOnly) {
   const pipeline::Snapshot& snap = *snapshot;
   Headers base;
   base.add("x-request-id", requestIdFrom(ex.head.headers.get("x-request-id")));

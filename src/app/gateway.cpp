@@ -14,9 +14,9 @@
 #include "relay/cluster/redis_gate.hpp"
 #include "relay/common/json_write.hpp"
 #include "relay/config/parse.hpp"
-#include "relay/telemetry/access_log.hpp"
 #include "relay/pipeline/active_health.hpp"
 #include "relay/pipeline/mcp.hpp"
+#include "relay/telemetry/access_log.hpp"
 
 // tcmalloc's C API, when the binary is linked with it (RELAY_USE_TCMALLOC);
 // null otherwise.
@@ -161,8 +161,7 @@ int Gateway::run() {
                  pipeline::runActiveHealthChecks(*workers_[0], [this] { return current(); }),
                  asio::detached);
   // Idle MCP sessions end at their servers (a reload may add servers later).
-  asio::co_spawn(runtime_.context(0), pipeline::runMcpSessionSweeper(*workers_[0]),
-                 asio::detached);
+  asio::co_spawn(runtime_.context(0), pipeline::runMcpSessionSweeper(*workers_[0]), asio::detached);
   admin_.ready = true;
   const auto& snap = *snapshot_;
   spdlog::info("kimi-relay {} ready: {} workers, {} upstreams, {} models, {} keys", RELAY_VERSION,
@@ -321,8 +320,9 @@ std::string Gateway::reload() {
   }
   spdlog::set_level(spdlog::level::from_str(next->config.log.level));
   if (!(previous->config.cluster == next->config.cluster))
-    spdlog::warn("reload: cluster (redis_url, redis_timeout_ms, on_redis_failure) changes only on "
-                 "restart; the running connection and settings stay");
+    spdlog::warn(
+        "reload: cluster (redis_url, redis_timeout_ms, on_redis_failure) changes only on "
+        "restart; the running connection and settings stay");
   const auto& was = previous->config.server;
   const auto& now = next->config.server;
   if (previous->config.log.accessLog != next->config.log.accessLog ||
@@ -351,8 +351,8 @@ std::string Gateway::reload() {
 void Gateway::applyConfig(config::Config fileConfig) {
   config::Config effective = fileConfig;
   effective.keys = keys_->effectiveKeys(fileConfig);  // the runtime keys on top of the file's
-  auto next = std::make_shared<const pipeline::Snapshot>(std::move(effective), services_,
-                                                         current().get());
+  auto next =
+      std::make_shared<const pipeline::Snapshot>(std::move(effective), services_, current().get());
   {
     std::lock_guard lock(snapshotMutex_);
     snapshot_ = next;
@@ -401,8 +401,8 @@ Reply Gateway::changeKeys(const api::KeyOp& op) {
       break;
   }
   if (r.error) {
-    return Reply{r.error->status, openAiErrorJson(r.error->message, "invalid_request_error",
-                                                  r.error->code)};
+    return Reply{r.error->status,
+                 openAiErrorJson(r.error->message, "invalid_request_error", r.error->code)};
   }
   std::optional<std::string> unsaved = keys_->flush();
   try {
@@ -410,7 +410,8 @@ Reply Gateway::changeKeys(const api::KeyOp& op) {
   } catch (const std::exception& e) {
     spdlog::error("key change {} of '{}' could not be applied: {}", action, op.name, e.what());
     return Reply{500, openAiErrorJson(std::string("the change was stored but could not be "
-                                                  "applied: ") + e.what(),
+                                                  "applied: ") +
+                                          e.what(),
                                       "server_error", "key_change_failed")};
   }
   audit(action, op.name, op.kind == api::KeyOp::Kind::kUpdate ? std::string_view(op.body) : "");

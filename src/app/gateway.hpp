@@ -72,7 +72,7 @@ class Gateway {
   config::Config fileConfig_;  // the file as last loaded (reloadMutex_)
   std::shared_ptr<admission::KeyRegistry> keys_;
   std::shared_ptr<cluster::KeyPublisher> keyPublisher_;  // cluster: runtime keys to every replica
-  std::mutex reloadMutex_;            // serialises reloads
+  std::mutex reloadMutex_;                               // serialises reloads
   mutable std::mutex snapshotMutex_;  // guards snapshot_ between reload and readers off the loops
   std::shared_ptr<const pipeline::Snapshot> snapshot_;
   net::Runtime runtime_;

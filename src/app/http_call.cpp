@@ -1,8 +1,8 @@
 #include "http_call.hpp"
 
 #include <arpa/inet.h>
-#include <charconv>
 #include <cerrno>
+#include <charconv>
 #include <cstdlib>
 #include <cstring>
 #include <netinet/in.h>
@@ -116,7 +116,8 @@ HttpResult httpCall(const HttpTarget& t, const std::string& method,
   std::string req = method + " " + t.path + " HTTP/1.1\r\nhost: " + host +
                     "\r\nconnection: close\r\ncontent-length: " + std::to_string(body.size()) +
                     "\r\n";
-  for (const auto& [name, value] : headers) req += name + ": " + value + "\r\n";
+  for (const auto& [name, value] : headers)
+    req += name + ": " + value + "\r\n";
   req += "\r\n" + body;
   if (!sendAll(fd, req)) {
     out.error = "the connection broke while sending";
@@ -134,7 +135,8 @@ HttpResult httpCall(const HttpTarget& t, const std::string& method,
   if (headEnd == std::string::npos) return out;
   std::string head = reply.substr(0, headEnd);
   out.body = reply.substr(headEnd + 4);
-  for (char& c : head) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (char& c : head)
+    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   if (head.find("transfer-encoding: chunked") != std::string::npos) out.body = unchunk(out.body);
   return out;
 }

@@ -14,7 +14,8 @@ namespace {
 
 using nlohmann::json;
 
-constexpr const char* kKeysUsage = R"(usage: kimi-relay keys ACTION [ARGS] [--admin-url URL] [--admin-key KEY]
+constexpr const char* kKeysUsage =
+    R"(usage: kimi-relay keys ACTION [ARGS] [--admin-url URL] [--admin-key KEY]
   create --name NAME [SETTINGS]   a new key; its secret is printed once
   list                            every key with its limits and usage
   show NAME                       one key
@@ -90,27 +91,44 @@ std::optional<int> readKeysArgs(const std::vector<std::string>& args, const std:
     }
     if (i + 1 >= args.size()) return usage(flag + " needs a value");
     const std::string& v = args[++i];
-    if (flag == "--admin-url") a.url = v;
-    else if (flag == "--admin-key") a.adminKey = v;
-    else if (flag == "--name") a.name = v;
-    else if (flag == "--rpm") a.limits["rpm"] = number(v);
-    else if (flag == "--rpm-burst") a.limits["rpm_burst"] = number(v);
-    else if (flag == "--tpm") a.limits["tpm"] = number(v);
-    else if (flag == "--tpm-burst") a.limits["tpm_burst"] = number(v);
-    else if (flag == "--concurrency") a.limits["concurrency"] = number(v);
-    else if (flag == "--models") a.body["models"] = list(v);
-    else if (flag == "--mcp-servers") a.body["mcp_servers"] = list(v);
-    else if (flag == "--budget-usd") a.budget["usd"] = number(v);
-    else if (flag == "--budget-period") a.budget["period"] = v;
-    else if (flag == "--max-input-tokens") a.budget["max_input_tokens"] = number(v);
-    else if (flag == "--max-output-tokens") a.budget["max_output_tokens"] = number(v);
-    else if (flag == "--grace-seconds") a.grace = std::atoll(v.c_str());
-    else return usage("unknown flag " + flag);
+    if (flag == "--admin-url")
+      a.url = v;
+    else if (flag == "--admin-key")
+      a.adminKey = v;
+    else if (flag == "--name")
+      a.name = v;
+    else if (flag == "--rpm")
+      a.limits["rpm"] = number(v);
+    else if (flag == "--rpm-burst")
+      a.limits["rpm_burst"] = number(v);
+    else if (flag == "--tpm")
+      a.limits["tpm"] = number(v);
+    else if (flag == "--tpm-burst")
+      a.limits["tpm_burst"] = number(v);
+    else if (flag == "--concurrency")
+      a.limits["concurrency"] = number(v);
+    else if (flag == "--models")
+      a.body["models"] = list(v);
+    else if (flag == "--mcp-servers")
+      a.body["mcp_servers"] = list(v);
+    else if (flag == "--budget-usd")
+      a.budget["usd"] = number(v);
+    else if (flag == "--budget-period")
+      a.budget["period"] = v;
+    else if (flag == "--max-input-tokens")
+      a.budget["max_input_tokens"] = number(v);
+    else if (flag == "--max-output-tokens")
+      a.budget["max_output_tokens"] = number(v);
+    else if (flag == "--grace-seconds")
+      a.grace = std::atoll(v.c_str());
+    else
+      return usage("unknown flag " + flag);
   }
   if (!a.limits.empty()) a.body["limits"] = a.limits;
   if (!a.budget.empty()) a.body["budget"] = a.budget;
   if (a.restore) a.body["revoked"] = false;
-  if (a.adminKey.empty()) return usage("the admin key is needed: --admin-key or KIMI_RELAY_ADMIN_KEY");
+  if (a.adminKey.empty())
+    return usage("the admin key is needed: --admin-key or KIMI_RELAY_ADMIN_KEY");
   if (action != "list" && a.name.empty()) return usage(action + " needs a key NAME");
   return std::nullopt;
 }
@@ -177,10 +195,9 @@ int keysAdminCommand(const std::vector<std::string>& args) {
   HttpTarget target;
   if (!parseHttpTarget(a.url, target)) return usage("--admin-url must be http://IP:PORT");
   auto [method, payload] = adminCall(action, a, target);
-  HttpResult r = httpCall(target, method,
-                          {{"authorization", "Bearer " + a.adminKey},
-                           {"content-type", "application/json"}},
-                          payload);
+  HttpResult r = httpCall(
+      target, method,
+      {{"authorization", "Bearer " + a.adminKey}, {"content-type", "application/json"}}, payload);
   return printAdminReply(r);
 }
 

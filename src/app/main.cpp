@@ -13,8 +13,8 @@
 #include "gateway.hpp"
 #include "healthcheck.hpp"
 #include "keys_cli.hpp"
-#include "relay/admission/key_store.hpp"
 #include "relay/admission/key_registry.hpp"
+#include "relay/admission/key_store.hpp"
 #include "relay/admission/state_dir_lock.hpp"
 #include "relay/api/router.hpp"
 #include "relay/config/parse.hpp"
@@ -70,8 +70,7 @@ int keysCommand(const std::vector<std::string>& args) {
     std::printf("%s\n", admission::toHex(admission::sha256(key)).c_str());
     return 0;
   }
-  return usageError(
-      "keys: expected new, hash, create, list, show, update, revoke or rotate");
+  return usageError("keys: expected new, hash, create, list, show, update, revoke or rotate");
 }
 
 void setupLogging(const config::Config& cfg) {

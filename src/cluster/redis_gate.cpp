@@ -1,9 +1,7 @@
 #include "relay/cluster/redis_gate.hpp"
 
-#include <spdlog/spdlog.h>
-
-#include <cstdlib>
 #include <atomic>
+#include <cstdlib>
 #include <mutex>
 #include <random>
 #include <unordered_map>
@@ -15,6 +13,7 @@
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <spdlog/spdlog.h>
 
 #include "redis_link.hpp"
 #include "relay/admission/clock.hpp"
@@ -86,8 +85,7 @@ OutageSpend& outageSpend() {
 // What a worker's gate and its tickets share (a ticket may outlive the gate
 // at exit).
 struct GateCore {
-  GateCore(asio::io_context& context, const config::Cluster& c)
-      : cluster(c), renewTimer(context) {}
+  GateCore(asio::io_context& context, const config::Cluster& c) : cluster(c), renewTimer(context) {}
   std::shared_ptr<RedisLink> link;
   config::Cluster cluster;
   std::string idPrefix;
@@ -142,12 +140,12 @@ std::string settleCommand(const GateCore& core, const KeyArgs& k, const std::str
   std::vector<std::string> cmd{"EVALSHA", core.link->sha(kSettleScript)};
   cmd.reserve(20);
   appendKeys(cmd, k);
-  for (std::string v : {member, std::to_string(reserved), std::to_string(used),
-                        std::to_string(k.limits.tpm), std::to_string(k.tpmCap()),
-                        std::to_string(k.period), std::to_string(std::max<std::int64_t>(cost.usd, 0)),
-                        std::to_string(cost.inputTokens), std::to_string(cost.outputTokens),
-                        std::to_string(k.capUsd), std::to_string(k.capIn), std::to_string(k.capOut),
-                        std::string(k.hasBudget ? "1" : "0")})
+  for (std::string v :
+       {member, std::to_string(reserved), std::to_string(used), std::to_string(k.limits.tpm),
+        std::to_string(k.tpmCap()), std::to_string(k.period),
+        std::to_string(std::max<std::int64_t>(cost.usd, 0)), std::to_string(cost.inputTokens),
+        std::to_string(cost.outputTokens), std::to_string(k.capUsd), std::to_string(k.capIn),
+        std::to_string(k.capOut), std::string(k.hasBudget ? "1" : "0")})
     cmd.push_back(std::move(v));
   std::string out;
   appendCommand(out, cmd);
@@ -183,7 +181,8 @@ class RedisTicket final : public GateTicket {
     usedCost_ = cost;
   }
 
-  void settle(std::uint64_t tokens, const BudgetAsk& cost, pipeline::BudgetCrossed crossed) override {
+  void settle(std::uint64_t tokens, const BudgetAsk& cost,
+              pipeline::BudgetCrossed crossed) override {
     if (settled_) return;
     settled_ = true;
     core_->live.erase(this);
@@ -230,26 +229,26 @@ class FallbackTicket final : public GateTicket {
     local_->setUsedSoFar(tokens, cost);
   }
 
-  void settle(std::uint64_t tokens, const BudgetAsk& cost, pipeline::BudgetCrossed crossed) override {
+  void settle(std::uint64_t tokens, const BudgetAsk& cost,
+              pipeline::BudgetCrossed crossed) override {
     local_->settle(tokens, cost, std::move(crossed));
     if (!key_.hasBudget) return;
     if (cost.usd <= 0 && cost.inputTokens == 0 && cost.outputTokens == 0) return;
     std::vector<std::string> cmd{"EVALSHA", core_->link->sha(kChargeScript)};
     appendKeys(cmd, key_);
-    for (std::string v : {core_->nextId(), std::to_string(key_.period),
-                          std::to_string(std::max<std::int64_t>(cost.usd, 0)),
-                          std::to_string(cost.inputTokens), std::to_string(cost.outputTokens),
-                          std::to_string(key_.capUsd), std::to_string(key_.capIn),
-                          std::to_string(key_.capOut)})
+    for (std::string v :
+         {core_->nextId(), std::to_string(key_.period),
+          std::to_string(std::max<std::int64_t>(cost.usd, 0)), std::to_string(cost.inputTokens),
+          std::to_string(cost.outputTokens), std::to_string(key_.capUsd),
+          std::to_string(key_.capIn), std::to_string(key_.capOut)})
       cmd.push_back(std::move(v));
     std::string out;
     appendCommand(out, cmd);
     BudgetAsk charged{std::max<std::int64_t>(cost.usd, 0), cost.inputTokens, cost.outputTokens};
     outageSpend().add(key_.name, charged);
-    core_->link->send(std::move(out), /*keep=*/true,
-                      [name = key_.name, charged](const RedisReply&) {
-                        outageSpend().sub(name, charged);
-                      });
+    core_->link->send(
+        std::move(out), /*keep=*/true,
+        [name = key_.name, charged](const RedisReply&) { outageSpend().sub(name, charged); });
   }
 
  private:
@@ -309,7 +308,8 @@ class RedisKeyGate final : public pipeline::KeyGate {
       onReady = [&context, core = std::weak_ptr<GateCore>(core_), current] {
         if (auto c = core.lock()) {
           asio::co_spawn(
-              context, [c, current]() -> net::Task<void> { co_await floorsWhenReplayed(c, current); },
+              context,
+              [c, current]() -> net::Task<void> { co_await floorsWhenReplayed(c, current); },
               asio::detached);
         }
       };
@@ -361,10 +361,11 @@ class RedisKeyGate final : public pipeline::KeyGate {
         (ask.holdSlot && key.limits.concurrency > 0) || mode != 0 || key.limits.tpm > 0;
     for (std::string v :
          {id, std::to_string(leaseTime().count()), std::to_string(key.limits.rpm),
-          std::to_string(key.rpmCap()), std::to_string(key.limits.tpm), std::to_string(key.tpmCap()),
-          std::to_string(ask.tokens), std::to_string(key.limits.concurrency),
-          std::string(ask.holdSlot ? "1" : "0"), std::to_string(mode), std::to_string(key.period),
-          std::to_string(key.capUsd), std::to_string(key.capIn), std::to_string(key.capOut),
+          std::to_string(key.rpmCap()), std::to_string(key.limits.tpm),
+          std::to_string(key.tpmCap()), std::to_string(ask.tokens),
+          std::to_string(key.limits.concurrency), std::string(ask.holdSlot ? "1" : "0"),
+          std::to_string(mode), std::to_string(key.period), std::to_string(key.capUsd),
+          std::to_string(key.capIn), std::to_string(key.capOut),
           std::to_string(std::max<std::int64_t>(ask.budget.usd, 0)),
           std::to_string(ask.budget.inputTokens), std::to_string(ask.budget.outputTokens)})
       cmd.push_back(std::move(v));
@@ -372,9 +373,9 @@ class RedisKeyGate final : public pipeline::KeyGate {
     if (key.hasBudget) {
       const admission::BudgetUsage seen =
           outageSpend().floorOf(tenant.name, snap.budgets->budget(tenant.index).settledSoFar());
-      cmd.push_back(std::to_string(std::chrono::duration_cast<std::chrono::seconds>(
-                                       seen.periodStart.time_since_epoch())
-                                       .count()));
+      cmd.push_back(std::to_string(
+          std::chrono::duration_cast<std::chrono::seconds>(seen.periodStart.time_since_epoch())
+              .count()));
       cmd.push_back(std::to_string(seen.spent));
       cmd.push_back(std::to_string(seen.inputTokens));
       cmd.push_back(std::to_string(seen.outputTokens));
@@ -388,7 +389,8 @@ class RedisKeyGate final : public pipeline::KeyGate {
     RedisReply reply = co_await core_->link->call(std::move(encoded));
     if (!reply.ok() || reply.value.type != RespValue::Type::kArray ||
         reply.value.items.size() < 12) {
-      if (lease && (reply.error == RedisError::kTimeout || reply.error == RedisError::kConnection)) {
+      if (lease &&
+          (reply.error == RedisError::kTimeout || reply.error == RedisError::kConnection)) {
         // It may have run: undo it once it has (FIFO), or find nothing to undo.
         core_->link->send(settleCommand(*core_, key, "?" + id, ask.tokens, 0, BudgetAsk{}), true);
       }
@@ -425,8 +427,9 @@ class RedisKeyGate final : public pipeline::KeyGate {
 
   // Runtime keys: when kr:keys:version moves (or on the first poll after
   // each connect), the whole kr:keys hash goes to `changed`.
-  static net::Task<void> keysPollLoop(std::shared_ptr<GateCore> core,
-                                      std::function<void(std::map<std::string, std::string>)> changed) {
+  static net::Task<void> keysPollLoop(
+      std::shared_ptr<GateCore> core,
+      std::function<void(std::map<std::string, std::string>)> changed) {
     asio::steady_timer timer(co_await asio::this_coro::executor);
     std::optional<std::string> seen;
     while (!core->stopped) {
@@ -482,12 +485,13 @@ class RedisKeyGate final : public pipeline::KeyGate {
       const admission::BudgetUsage seen = outageSpend().floorOf(t.name, budget.settledSoFar());
       if (seen.spent == 0 && seen.inputTokens == 0 && seen.outputTokens == 0) continue;
       const auto seconds =
-          std::chrono::duration_cast<std::chrono::seconds>(seen.periodStart.time_since_epoch()).count();
+          std::chrono::duration_cast<std::chrono::seconds>(seen.periodStart.time_since_epoch())
+              .count();
       std::string cmd;
-      appendCommand(cmd, {"EVALSHA", core.link->sha(kFloorScript), "1",
-                          "kr:{" + t.name + "}:b:" + std::to_string(seconds),
-                          std::to_string(seen.spent), std::to_string(seen.inputTokens),
-                          std::to_string(seen.outputTokens)});
+      appendCommand(cmd,
+                    {"EVALSHA", core.link->sha(kFloorScript), "1",
+                     "kr:{" + t.name + "}:b:" + std::to_string(seconds), std::to_string(seen.spent),
+                     std::to_string(seen.inputTokens), std::to_string(seen.outputTokens)});
       core.link->send(std::move(cmd), false);
     }
   }
@@ -514,16 +518,18 @@ class RedisKeyGate final : public pipeline::KeyGate {
         const auto seconds =
             std::chrono::duration_cast<std::chrono::seconds>(start.time_since_epoch()).count();
         std::string cmd;
-        appendCommand(cmd, {"HMGET", "kr:{" + t.name + "}:b:" + std::to_string(seconds), "su", "si",
-                            "so"});
-        core->link->send(std::move(cmd), false, [snap, index = t.index, start](const RedisReply& r) {
-          if (!r.ok() || r.value.items.size() != 3) return;
-          admission::BudgetUsage shared{start, r.value.items[0].asInteger(0),
-                                        static_cast<std::uint64_t>(r.value.items[1].asInteger(0)),
-                                        static_cast<std::uint64_t>(r.value.items[2].asInteger(0))};
-          snap->budgets->budget(index).raiseSpentTo(
-              shared, admission::SystemClock::instance().wallNow());
-        });
+        appendCommand(
+            cmd, {"HMGET", "kr:{" + t.name + "}:b:" + std::to_string(seconds), "su", "si", "so"});
+        core->link->send(std::move(cmd), false,
+                         [snap, index = t.index, start](const RedisReply& r) {
+                           if (!r.ok() || r.value.items.size() != 3) return;
+                           admission::BudgetUsage shared{
+                               start, r.value.items[0].asInteger(0),
+                               static_cast<std::uint64_t>(r.value.items[1].asInteger(0)),
+                               static_cast<std::uint64_t>(r.value.items[2].asInteger(0))};
+                           snap->budgets->budget(index).raiseSpentTo(
+                               shared, admission::SystemClock::instance().wallNow());
+                         });
       }
     }
   }
@@ -559,19 +565,20 @@ class RedisKeyGate final : public pipeline::KeyGate {
         return out;
       case AdmitStatus::kRequests:
         out.reason = telemetry::RefusalReason::kRequests;
-        out.refusal = rateRefusal(admission::bucketRefusal(
-            tenant.name, admission::RefusalKind::kRequests, key.rpmCap(), r.items[2].asInteger(0),
-            1, wait));
+        out.refusal =
+            rateRefusal(admission::bucketRefusal(tenant.name, admission::RefusalKind::kRequests,
+                                                 key.rpmCap(), r.items[2].asInteger(0), 1, wait));
         return out;
       case AdmitStatus::kTokens:
         out.reason = telemetry::RefusalReason::kTokens;
-        out.refusal = rateRefusal(admission::bucketRefusal(
-            tenant.name, admission::RefusalKind::kTokens, key.tpmCap(), r.items[4].asInteger(0),
-            ask.tokens, wait));
+        out.refusal = rateRefusal(
+            admission::bucketRefusal(tenant.name, admission::RefusalKind::kTokens, key.tpmCap(),
+                                     r.items[4].asInteger(0), ask.tokens, wait));
         return out;
       case AdmitStatus::kTooLarge:
         out.reason = telemetry::RefusalReason::kTokens;
-        out.refusal = rateRefusal(admission::tooLargeRefusal(tenant.name, key.tpmCap(), ask.tokens));
+        out.refusal =
+            rateRefusal(admission::tooLargeRefusal(tenant.name, key.tpmCap(), ask.tokens));
         return out;
       case AdmitStatus::kConcurrency:
         out.reason = telemetry::RefusalReason::kConcurrency;
@@ -581,19 +588,20 @@ class RedisKeyGate final : public pipeline::KeyGate {
       case AdmitStatus::kBudgetUsd:
       case AdmitStatus::kBudgetInput:
       case AdmitStatus::kBudgetOutput: {
-        const BudgetLimit limit = status == AdmitStatus::kBudgetUsd     ? BudgetLimit::kUsd
-                                  : status == AdmitStatus::kBudgetInput ? BudgetLimit::kInputTokens
-                                                                        : BudgetLimit::kOutputTokens;
-        const std::optional<admission::WallTime> resets = admission::periodEnd(
-            key.budget.period, admission::WallTime(std::chrono::seconds(ps)));
+        const BudgetLimit limit = status == AdmitStatus::kBudgetUsd ? BudgetLimit::kUsd
+                                  : status == AdmitStatus::kBudgetInput
+                                      ? BudgetLimit::kInputTokens
+                                      : BudgetLimit::kOutputTokens;
+        const std::optional<admission::WallTime> resets =
+            admission::periodEnd(key.budget.period, admission::WallTime(std::chrono::seconds(ps)));
         out.reason = telemetry::RefusalReason::kBudget;
         out.refusal = budgetRefusal(
             ask.refuseWhenSpent
                 ? admission::budgetSpentRefusal(tenant.name, key.budget, limit, resets)
-                : admission::budgetShortRefusal(
-                      tenant.name, key.budget, limit,
-                      static_cast<std::uint64_t>(std::max<std::int64_t>(r.items[7].asInteger(0), 0)),
-                      ask.budget, resets));
+                : admission::budgetShortRefusal(tenant.name, key.budget, limit,
+                                                static_cast<std::uint64_t>(std::max<std::int64_t>(
+                                                    r.items[7].asInteger(0), 0)),
+                                                ask.budget, resets));
         return out;
       }
     }

@@ -1,8 +1,5 @@
 #include "redis_link.hpp"
 
-#include <openssl/evp.h>
-#include <spdlog/spdlog.h>
-
 #include <algorithm>
 #include <random>
 
@@ -15,6 +12,8 @@
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
+#include <openssl/evp.h>
+#include <spdlog/spdlog.h>
 
 namespace relay::cluster {
 
@@ -80,7 +79,8 @@ net::Task<void> writeAll(Stream& stream, bool tls, asio::const_buffer buf,
 // The commands a new connection sends before anything else, pipelined: AUTH,
 // SELECT and SCRIPT LOAD of every script. `what` names each one, in order,
 // for the message of a refused one.
-std::string handshakeCommands(const config::RedisUrl& url, const std::vector<const Script*>& scripts,
+std::string handshakeCommands(const config::RedisUrl& url,
+                              const std::vector<const Script*>& scripts,
                               std::vector<std::string_view>& what) {
   std::string hello;
   if (!url.password.empty()) {
@@ -110,9 +110,9 @@ struct StepFailure {
 
 // Reads one reply per command of `what` (bytes beyond them stay in `in`);
 // every reply must be OK. `expired` is set when the attempt's deadline passed.
-net::Task<std::optional<StepFailure>> readHandshakeReplies(Stream& stream, bool tls, std::string& in,
-                                                           const std::vector<std::string_view>& what,
-                                                           const bool& expired) {
+net::Task<std::optional<StepFailure>> readHandshakeReplies(
+    Stream& stream, bool tls, std::string& in, const std::vector<std::string_view>& what,
+    const bool& expired) {
   std::size_t answered = 0;
   char buf[4096];
   while (answered < what.size()) {

@@ -119,9 +119,9 @@ class RedisLink : public std::enable_shared_from_this<RedisLink> {
   State state_ = State::kIdle;
   std::uint64_t generation_ = 0;  // of the current connection
   std::deque<Pending> pending_;   // sent (or queued to send), awaiting replies
-  std::deque<Pending> backlog_;  // settlements waiting for a connection (no waiter)
-  std::string out_;                  // encoded, not yet written
-  std::string in_;                   // read, not yet parsed
+  std::deque<Pending> backlog_;   // settlements waiting for a connection (no waiter)
+  std::string out_;               // encoded, not yet written
+  std::string in_;                // read, not yet parsed
   bool writing_ = false;
   int failures_ = 0;  // in a row
   bool loggedDown_ = false;

@@ -152,8 +152,7 @@ std::optional<ChatRequestError> readChatRequest(std::string_view body, ChatReque
   return readTokenLimit(body, members, "max_completion_tokens", out.maxCompletionTokens);
 }
 
-std::optional<ChatRequestError> readEmbeddingsRequest(std::string_view body,
-                                                      ChatRequestFields& out,
+std::optional<ChatRequestError> readEmbeddingsRequest(std::string_view body, ChatRequestFields& out,
                                                       std::size_t& tokenIds) {
   out = ChatRequestFields{};
   tokenIds = 0;
@@ -169,17 +168,21 @@ std::optional<ChatRequestError> readEmbeddingsRequest(std::string_view body,
   } else if (input->value.type == JsonType::kArray) {
     const std::string_view array = input->value.span.in(body);
     if (array.find_first_not_of(" \t\r\n", 1) == array.size() - 1) {
-      return ChatRequestError{"Invalid 'input': empty array. Expected an array with minimum "
-                              "length 1, but got an empty array instead.",
-                              "input"};
+      return ChatRequestError{
+          "Invalid 'input': empty array. Expected an array with minimum "
+          "length 1, but got an empty array instead.",
+          "input"};
     }
     // Token ids given directly: one token each (digits outside strings).
     bool inString = false, escaped = false, inNumber = false;
     for (char c : array) {
       if (inString) {
-        if (escaped) escaped = false;
-        else if (c == '\\') escaped = true;
-        else if (c == '"') inString = false;
+        if (escaped)
+          escaped = false;
+        else if (c == '\\')
+          escaped = true;
+        else if (c == '"')
+          inString = false;
         continue;
       }
       if (c == '"') {

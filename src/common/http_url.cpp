@@ -17,8 +17,9 @@ std::string lower(std::string_view s) {
 }
 
 bool hasSpaceOrControl(std::string_view s) {
-  return std::any_of(s.begin(), s.end(),
-                     [](char c) { return c == ' ' || static_cast<unsigned char>(c) < 0x20 || c == 0x7f; });
+  return std::any_of(s.begin(), s.end(), [](char c) {
+    return c == ' ' || static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
+  });
 }
 
 constexpr std::string_view kNotHttp = "must be a URL starting with https:// or http://";
@@ -60,8 +61,10 @@ HttpUrlParse parseHttpUrl(std::string_view text) {
     return out;
   }
   out.url.https = u.scheme_id() == boost::urls::scheme::https;
-  out.url.host = lower(std::string_view(u.encoded_host_address().data(), u.encoded_host_address().size()));
-  out.url.authority = lower(std::string_view(u.encoded_authority().data(), u.encoded_authority().size()));
+  out.url.host =
+      lower(std::string_view(u.encoded_host_address().data(), u.encoded_host_address().size()));
+  out.url.authority =
+      lower(std::string_view(u.encoded_authority().data(), u.encoded_authority().size()));
   out.url.hasPort = u.has_port();
   if (u.has_port()) out.url.port = std::string(u.port());
   out.url.path = std::string(u.encoded_path());

@@ -64,7 +64,9 @@ std::string keyToJson(const Key& k) {
   if (k.budget) {
     const KeyBudget& b = *k.budget;
     out += ",\"budget\":{\"period\":\"";
-    out += b.period == BudgetPeriod::kDay ? "day" : b.period == BudgetPeriod::kMonth ? "month" : "total";
+    out += b.period == BudgetPeriod::kDay     ? "day"
+           : b.period == BudgetPeriod::kMonth ? "month"
+                                              : "total";
     out += "\"";
     if (b.usd) out += ",\"usd\":" + number(*b.usd);
     if (b.maxInputTokens) out += ",\"max_input_tokens\":" + std::to_string(*b.maxInputTokens);

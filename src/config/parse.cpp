@@ -26,14 +26,18 @@ using detail::Value;
 void checkResidency(const MapView& top, const Config& c) {
   for (const auto& [model, route] : c.routes) {
     if (std::string why = residencyProblem(c, nullptr, model); !why.empty())
-      top.find("routes")->freeMap().find(model)->map({"fallback_models", "strategy", "regions"})
-          .require("regions").fail(why);
+      top.find("routes")
+          ->freeMap()
+          .find(model)
+          ->map({"fallback_models", "strategy", "regions"})
+          .require("regions")
+          .fail(why);
   }
   for (std::size_t i = 0; i < c.keys.size(); ++i) {
     if (std::string why = residencyProblem(c, &c.keys[i]); !why.empty()) {
       const std::vector<Value> items = top.find("keys")->list();
-      const MapView km = items[i].map({"name", "sha256", "models", "limits", "budget",
-                                       "mcp_servers", "mcp_tools", "regions"});
+      const MapView km = items[i].map(
+          {"name", "sha256", "models", "limits", "budget", "mcp_servers", "mcp_tools", "regions"});
       (km.find("regions") ? *km.find("regions") : items[i]).fail(why);
     }
   }
@@ -54,7 +58,8 @@ std::vector<std::string> readForwardHeaders(const Value& v) {
     if (name == "authorization" || name == "x-api-key" || name == "cookie" ||
         name == "proxy-authorization" || name == "host" || name.starts_with("x-relay-") ||
         name == "*") {
-      item.fail("'" + name + "' may never be forwarded: it carries the caller's credentials "
+      item.fail("'" + name +
+                "' may never be forwarded: it carries the caller's credentials "
                 "or belongs to the gateway");
     }
     out.push_back(std::move(name));

@@ -69,7 +69,6 @@ std::vector<std::string> readReferences(const Value& v, const std::set<std::stri
   return out;
 }
 
-
 McpServer readMcpServer(const Value& v) {
   McpServer s;
   const MapView m = v.map({"name", "url", "instances", "api_key", "region", "allow_insecure_http",
@@ -122,8 +121,8 @@ std::string readOrigin(const Value& v) {
 
 Key readKey(const Value& v, const Catalog& catalog) {
   Key k;
-  const MapView m =
-      v.map({"name", "sha256", "models", "limits", "budget", "mcp_servers", "mcp_tools", "regions"});
+  const MapView m = v.map(
+      {"name", "sha256", "models", "limits", "budget", "mcp_servers", "mcp_tools", "regions"});
   k.name = readName(m.require("name"));
   k.sha256 = readSha256(m.require("sha256"));
   m.with("models", [&](const Value& x) {

@@ -19,10 +19,12 @@ Strategy readStrategy(const Value& v) {
 std::string readRegion(const Value& v) {
   std::string s = v.string();
   const bool ok = !s.empty() && s.size() <= 64 && std::all_of(s.begin(), s.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           c == '-' || c == '_' || c == '.';
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+           c == '_' || c == '.';
   });
-  if (!ok) v.fail(v.echo() + " is not a region label: use 1 to 64 letters, digits, '.', '_' or '-' (e.g. eu-fra)");
+  if (!ok)
+    v.fail(v.echo() +
+           " is not a region label: use 1 to 64 letters, digits, '.', '_' or '-' (e.g. eu-fra)");
   return s;
 }
 
@@ -30,7 +32,8 @@ std::vector<std::string> readRegions(const Value& v) {
   std::vector<std::string> out;
   for (const Value& item : v.list()) {
     std::string r = readRegion(item);
-    if (std::find(out.begin(), out.end(), r) != out.end()) item.fail(item.echo() + " is listed twice");
+    if (std::find(out.begin(), out.end(), r) != out.end())
+      item.fail(item.echo() + " is listed twice");
     out.push_back(std::move(r));
   }
   if (out.empty()) v.fail("must list at least one region (leave the key out for any region)");
@@ -86,17 +89,20 @@ std::string residencyProblem(const Config& cfg, const Key* key, std::string_view
     bool any = false;
     for (const Upstream& u : cfg.upstreams) {
       if (!u.models.count(model)) continue;
-      const bool ok = !u.region.empty() && listed(keyRegions, u.region) && listed(routeRegions, u.region);
+      const bool ok =
+          !u.region.empty() && listed(keyRegions, u.region) && listed(routeRegions, u.region);
       any = any || ok;
-      servers += (servers.empty() ? "" : ", ") + u.name + " (" + (u.region.empty() ? "no region" : u.region) + ")";
+      servers += (servers.empty() ? "" : ", ") + u.name + " (" +
+                 (u.region.empty() ? "no region" : u.region) + ")";
     }
     if (any) continue;
     std::string rule;
     if (!keyRegions.empty()) rule = "key '" + key->name + "' is kept to " + joined(keyRegions);
     if (!routeRegions.empty())
-      rule += std::string(rule.empty() ? "" : " and ") + "model '" + model + "' to " + joined(routeRegions);
-    return "no upstream may serve model '" + model + "'" + (key ? " for this key" : "") + ": " + rule +
-           ", but its upstreams are " + servers +
+      rule += std::string(rule.empty() ? "" : " and ") + "model '" + model + "' to " +
+              joined(routeRegions);
+    return "no upstream may serve model '" + model + "'" + (key ? " for this key" : "") + ": " +
+           rule + ", but its upstreams are " + servers +
            "; label an upstream with one of those regions (upstreams[].region), or " +
            (key && key->models.empty() ? "list the models the key may use (keys[].models)"
                                        : "change the regions");

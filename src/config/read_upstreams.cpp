@@ -58,8 +58,8 @@ Health readHealth(const Value& v) {
 Upstream readUpstream(const Value& v) {
   Upstream u;
   const MapView m = v.map({"name", "base_url", "api_key", "weight", "models", "allow_insecure_http",
-                           "ca_file", "max_concurrency", "rpm", "max_response_bytes", "max_event_bytes",
-                           "health", "region"});
+                           "ca_file", "max_concurrency", "rpm", "max_response_bytes",
+                           "max_event_bytes", "health", "region"});
   u.name = readName(m.require("name"));
   m.with("allow_insecure_http", [&](const Value& x) { u.allowInsecureHttp = x.boolean(); });
 

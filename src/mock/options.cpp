@@ -42,8 +42,7 @@ std::vector<std::string> splitList(std::string_view text) {
 
 // One option that takes a value, into `o`. False, with `error` set, when
 // the value is not one the option takes.
-bool applyValued(std::string_view arg, std::string_view value, MockOptions& o,
-                 std::string& error) {
+bool applyValued(std::string_view arg, std::string_view value, MockOptions& o, std::string& error) {
   bool ok = true;
   if (arg == "--listen") {
     ok = parseListen(value, o);

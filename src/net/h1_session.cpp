@@ -106,9 +106,9 @@ class H1Session final : public ResponseSink,
     // serve() runs every handler inline: the reader cancels it through this
     // signal when the caller leaves mid-exchange. The completion keeps the
     // signal alive until the coroutine's cancellation state is gone.
-    asio::co_spawn(stream_.get_executor(), self->serve(),
-                   asio::bind_cancellation_slot(cancel_->slot(),
-                                                [sig = cancel_](std::exception_ptr) {}));
+    asio::co_spawn(
+        stream_.get_executor(), self->serve(),
+        asio::bind_cancellation_slot(cancel_->slot(), [sig = cancel_](std::exception_ptr) {}));
   }
 
   // ResponseSink ----------------------------------------------------------
@@ -295,10 +295,9 @@ class H1Session final : public ResponseSink,
       }
       if (peerGone_ || gone_ || closed_) co_return HeadOutcome::kClosed;
       if (draining_ && !headStart) co_return HeadOutcome::kClosed;
-      SteadyClock::time_point deadline =
-          headStart ? *headStart + config_->headerTimeout
-          : first   ? acceptedAt_ + config_->headerTimeout
-                    : SteadyClock::now() + config_->idleTimeout;
+      SteadyClock::time_point deadline = headStart ? *headStart + config_->headerTimeout
+                                         : first   ? acceptedAt_ + config_->headerTimeout
+                                                   : SteadyClock::now() + config_->idleTimeout;
       if (!co_await waitInput(deadline)) {
         if (!headStart) {
           countLimit(first ? Limit::kHeaderTimeout : Limit::kIdleTimeout);
@@ -438,8 +437,8 @@ class H1Session final : public ResponseSink,
     if (gone_ || peerGone_) co_return;
     if (!started_) {
       ResponseHead head = sessionErrorHead(500, ex.head.headers.get("x-request-id"));
-      std::string body = openAiErrorJson("the gateway failed to produce a response",
-                                         "server_error", "internal_error");
+      std::string body = openAiErrorJson("the gateway failed to produce a response", "server_error",
+                                         "internal_error");
       co_await respond(std::move(head), std::move(body));
     } else if (!finished_) {
       abort();  // a truncated body must not look complete

@@ -56,7 +56,8 @@ constexpr auto kTuple = asio::as_tuple(asio::use_awaitable);
 constexpr std::size_t kReadChunk = 16 * 1024;
 constexpr std::size_t kWriteBatch = 64 * 1024;
 constexpr std::int32_t kMaxWindow = 2147483647;  // RFC 9113 §6.9.1
-constexpr std::uint64_t kDefaultMaxFrame = 16384;  // SETTINGS_MAX_FRAME_SIZE we leave at its default
+constexpr std::uint64_t kDefaultMaxFrame =
+    16384;  // SETTINGS_MAX_FRAME_SIZE we leave at its default
 // Frames that carry no request, allowed per connection: a burst, then this
 // many per second. An honest client sends a handful (SETTINGS and its ack, a
 // PING now and then, a RST_STREAM per cancelled request).
@@ -400,8 +401,7 @@ class H2Session final : public H2Connection,
       } else if (st->hasDeclaredLength && st->declaredLength > config_->maxRequestBytes) {
         countLimit(Limit::kMaxRequestBytes);
         st->reject(413,
-                   "request body exceeds the limit of " +
-                       std::to_string(config_->maxRequestBytes) +
+                   "request body exceeds the limit of " + std::to_string(config_->maxRequestBytes) +
                        " bytes (server.max_request_bytes)",
                    "request_too_large");
       } else {
@@ -483,8 +483,8 @@ class H2Session final : public H2Connection,
     if (rv < 0 || flooded_) {
       bool flood = flooded_ || rv == NGHTTP2_ERR_FLOODED;
       countLimit(flood ? Limit::kHttp2Flood : Limit::kHttp2Protocol);
-      nghttp2_session_terminate_session(
-          session_, flood ? NGHTTP2_ENHANCE_YOUR_CALM : NGHTTP2_PROTOCOL_ERROR);
+      nghttp2_session_terminate_session(session_,
+                                        flood ? NGHTTP2_ENHANCE_YOUR_CALM : NGHTTP2_PROTOCOL_ERROR);
       processEvents();
       terminating_ = true;
       wakeWriter();
@@ -524,7 +524,8 @@ class H2Session final : public H2Connection,
         continue;
       }
       if ((!nghttp2_session_want_read(session_) && !nghttp2_session_want_write(session_)) ||
-          (draining_ && streams_.empty()) || (terminating_ && !nghttp2_session_want_write(session_))) {
+          (draining_ && streams_.empty()) ||
+          (terminating_ && !nghttp2_session_want_write(session_))) {
         closeNow();  // GOAWAY sent and nothing left to do
         co_return;
       }
@@ -591,8 +592,7 @@ class H2Session final : public H2Connection,
         // A response the client's window has held back for idle_timeout:
         // the client takes nothing (a zero window is the slow-read attack),
         // and the stream would hold its buffer and the connection for ever.
-        if (st->awaitingWindow() && !st->stallReset &&
-            now - st->lastSent >= config_->idleTimeout) {
+        if (st->awaitingWindow() && !st->stallReset && now - st->lastSent >= config_->idleTimeout) {
           st->stallReset = true;
           countLimit(Limit::kWriteStall);
           nghttp2_submit_rst_stream(session_, NGHTTP2_FLAG_NONE, id, NGHTTP2_CANCEL);

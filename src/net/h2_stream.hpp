@@ -86,18 +86,18 @@ class H2Stream final : public ResponseSink, public BodySource {
   std::uint64_t headerBytes = 0;  // decoded header list size (RFC 7541 §4.1 sizes)
   std::uint64_t declaredLength = 0;
   bool hasDeclaredLength = false;
-  bool headDone = false;          // the request HEADERS (and CONTINUATIONs) arrived
-  bool headersTooLarge = false;   // over max_header_bytes: answered 431, never launched
-  bool requestComplete = false;   // END_STREAM received
-  bool answered = false;          // a handler was launched or a rejection sent
+  bool headDone = false;         // the request HEADERS (and CONTINUATIONs) arrived
+  bool headersTooLarge = false;  // over max_header_bytes: answered 431, never launched
+  bool requestComplete = false;  // END_STREAM received
+  bool answered = false;         // a handler was launched or a rejection sent
   bool handlerRunning = false;
   bool handlerFinished = false;
-  bool rejected = false;          // answered by the session itself (413, 431)
-  bool closed = false;            // nghttp2 closed the stream
-  std::uint64_t held = 0;         // body bytes kept in memory (counted by the connection)
-  std::uint64_t unconsumed = 0;   // held bytes whose stream window was not yet given back
-  bool wantsBody = false;         // readAll() was called: grow the window as bytes arrive
-  bool stallReset = false;        // reset for a window that stayed shut (idle_timeout_ms)
+  bool rejected = false;         // answered by the session itself (413, 431)
+  bool closed = false;           // nghttp2 closed the stream
+  std::uint64_t held = 0;        // body bytes kept in memory (counted by the connection)
+  std::uint64_t unconsumed = 0;  // held bytes whose stream window was not yet given back
+  bool wantsBody = false;        // readAll() was called: grow the window as bytes arrive
+  bool stallReset = false;       // reset for a window that stayed shut (idle_timeout_ms)
   // When nghttp2 last took response bytes, or bytes became ready for it.
   std::chrono::steady_clock::time_point lastSent{};
 

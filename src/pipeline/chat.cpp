@@ -38,7 +38,8 @@ void addOutcomeHeaders(Headers& h, const Forwarded& f, const ChatRecord& record,
     // Why this upstream (routing.debug_header; off by default).
     char score[32];
     std::snprintf(score, sizeof score, "%.3f", f.score);
-    h.add("x-relay-route", std::string("strategy=") + std::string(upstream::strategyName(f.strategy)) +
+    h.add("x-relay-route", std::string("strategy=") +
+                               std::string(upstream::strategyName(f.strategy)) +
                                "; upstream=" + snap.catalog.upstreams()[f.upstream].name +
                                "; score=" + score + (f.explored ? "; explored" : ""));
   }
@@ -207,10 +208,10 @@ void publishRefusal(const Snapshot& snap, const ChatRecord& record, const ChatPl
   e.key = plan.tenant->name;
   e.node = record.nodeHeader();
   e.model = plan.fields.model;
-  e.reason = budget ? std::string_view("budget")
+  e.reason = budget                                                    ? std::string_view("budget")
              : *plan.refusal == telemetry::RefusalReason::kConcurrency ? "concurrency"
              : *plan.refusal == telemetry::RefusalReason::kTokens      ? "tokens"
-                                                                        : "requests";
+                                                                       : "requests";
   e.message = refused.message;
   std::string_view ms = refused.headers.get("retry-after-ms");
   std::int64_t wait = 0;

@@ -373,7 +373,7 @@ class Forwarder {
     upstream::OutgoingRequest out;
     out.method = "POST";
     out.path = info.target.path(req_.plan.api == ModelApi::kEmbeddings ? "/embeddings"
-                                                                        : "/chat/completions");
+                                                                       : "/chat/completions");
     out.shared = &forwardHeaders_;
     out.headers.add("authorization", info.authorization);
     out.body = body_;
@@ -397,9 +397,8 @@ class Forwarder {
                    SteadyClock::time_point sent, SteadyClock::time_point headAt) {
     req_.record.addWait(headAt - sent);
     if (gotHead) {
-      worker_.observeLatency(snap_, u,
-                             std::chrono::duration<double, std::milli>(headAt - sent).count(),
-                             headAt);
+      worker_.observeLatency(
+          snap_, u, std::chrono::duration<double, std::milli>(headAt - sent).count(), headAt);
     } else if (failure.kind != FailureKind::kCancelled) {
       worker_.observeLatency(snap_, u, static_cast<double>(snap_.config.timeouts.firstByteMs),
                              headAt);
@@ -426,12 +425,14 @@ class Forwarder {
   void noteTransportFailure(Tried& tried, const upstream::Failure& failure, upstream::Lease& lease,
                             SteadyClock::time_point at) {
     auto cls = upstream::failureClassFromName(upstream::failureClass(failure.kind));
-    tried.failure = AttemptFailure{cls.value_or(FailureClass::kConnectError), 0, std::nullopt, true};
+    tried.failure =
+        AttemptFailure{cls.value_or(FailureClass::kConnectError), 0, std::nullopt, true};
     tried.transport = failure.kind;
     tried.what = upstream::describe(failure);
     // A request that ran out of total time says nothing about the upstream.
-    lease.report(failure.kind == FailureKind::kTotalTimeout ? upstream::HealthVerdict::kNeutral
-                                                            : upstream::healthVerdict(tried.failure),
+    lease.report(failure.kind == FailureKind::kTotalTimeout
+                     ? upstream::HealthVerdict::kNeutral
+                     : upstream::healthVerdict(tried.failure),
                  at);
   }
 
@@ -456,11 +457,11 @@ class Forwarder {
     }
     const Headers& h = resp.headers();
     bool upstreamSaysNo = h.get("x-should-retry") == "false";
-    tried.failure = AttemptFailure{
-        FailureClass::kHttpStatus, status,
-        upstream::upstreamRetryDelay(h.get("retry-after-ms"), h.get("retry-after"),
-                                     std::chrono::system_clock::now()),
-        view.retryable && !upstreamSaysNo};
+    tried.failure =
+        AttemptFailure{FailureClass::kHttpStatus, status,
+                       upstream::upstreamRetryDelay(h.get("retry-after-ms"), h.get("retry-after"),
+                                                    std::chrono::system_clock::now()),
+                       view.retryable && !upstreamSaysNo};
     tried.what = "HTTP " + std::to_string(status);
     ErrorAnswer pass;
     pass.status = status;
@@ -605,7 +606,8 @@ class Forwarder {
   net::Task<void> sleepUntil(SteadyClock::time_point when) {
     auto start = SteadyClock::now();
     if (req_.sleepUntil) {
-      net::Task<void> wait = req_.sleepUntil(when);  // a named local: GCC 12 and co_await temporaries
+      net::Task<void> wait =
+          req_.sleepUntil(when);  // a named local: GCC 12 and co_await temporaries
       co_await std::move(wait);
     } else {
       boost::asio::steady_timer timer(co_await boost::asio::this_coro::executor, when);

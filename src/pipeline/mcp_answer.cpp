@@ -153,9 +153,8 @@ net::Task<void> McpExchange::deliverWhole(upstream::ResponseStream& r, Headers h
 // (`response`, its data), keeping every complete event read so far in
 // `events`. False when the stream broke or an event was over the cap before
 // the response came; true with `response` empty when it ended without one.
-net::Task<bool> McpExchange::gatherUntilResponse(upstream::ResponseStream& r,
-                                                 sse::Parser& parser, std::string& events,
-                                                 std::string& response) {
+net::Task<bool> McpExchange::gatherUntilResponse(upstream::ResponseStream& r, sse::Parser& parser,
+                                                 std::string& events, std::string& response) {
   std::string chunk;
   chunk.reserve(16 * 1024);
   for (;;) {

@@ -83,8 +83,8 @@ class McpExchange {
   TraceContext trace_;  // the caller's trace continued (or a new one), the gateway's span
   int status_ = 0;
   bool streamOpen_ = false;
-  bool plain_ = false;  // the caller takes JSON only (mcpAcceptMode kJsonOnly)
-  std::optional<McpSession> session_;  // the request's session, when it carried one
+  bool plain_ = false;                  // the caller takes JSON only (mcpAcceptMode kJsonOnly)
+  std::optional<McpSession> session_;   // the request's session, when it carried one
   std::unique_ptr<GateTicket> ticket_;  // rpm token and concurrency slot, held while open
 };
 

@@ -3,13 +3,12 @@
 // unwrapped, idempotent calls retried while unreachable) -> answer
 // (mcp_answer.cpp) -> record.
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
-
-#include <charconv>
 
 #include "mcp_exchange.hpp"
 #include "relay/admission/clock.hpp"
@@ -221,8 +220,10 @@ std::optional<McpRefusal> McpExchange::checkRequest(bool initializePath, bool au
   const bool initialize = peek_.kind == JsonRpcPeek::Kind::kRequest && peek_.method == "initialize";
   if (initializePath && authenticated && !preflight && (req.method != "POST" || !initialize)) {
     return McpRefusal{400, kRpcInvalidRequest,
-                      req.path + " takes only a POST of an initialize request; send other "
-                                 "messages to " + req.path.substr(0, req.path.rfind('/')) + ".",
+                      req.path +
+                          " takes only a POST of an initialize request; send other "
+                          "messages to " +
+                          req.path.substr(0, req.path.rfind('/')) + ".",
                       "not_an_initialize"};
   }
   return std::nullopt;
@@ -252,7 +253,8 @@ std::optional<McpRefusal> McpExchange::checkCaller(std::optional<ApiError> authE
 // keys[].mcp_tools: a tools/call of a tool the key's list for this server
 // does not name is refused as a JSON-RPC error naming it.
 std::optional<McpRefusal> McpExchange::toolNotAllowed() const {
-  if (peek_.kind != JsonRpcPeek::Kind::kRequest || peek_.method != "tools/call") return std::nullopt;
+  if (peek_.kind != JsonRpcPeek::Kind::kRequest || peek_.method != "tools/call")
+    return std::nullopt;
   const auto& tools = tenant_->config->mcpTools;
   auto it = tools.find(route_->name);
   if (it == tools.end()) return std::nullopt;
@@ -294,7 +296,7 @@ net::Task<std::optional<McpRefusal>> McpExchange::admit() {
   if (snapshot_->eventsWanted() && reason != telemetry::RefusalReason::kSharedState) {
     const bool budget = reason == telemetry::RefusalReason::kBudget;
     RelayEvent e = event(budget ? "budget.exceeded" : "request.rate_limited");
-    e.reason = budget                                          ? std::string_view("budget")
+    e.reason = budget                                             ? std::string_view("budget")
                : reason == telemetry::RefusalReason::kConcurrency ? "concurrency"
                                                                   : "requests";
     e.message = refused.message;
@@ -454,7 +456,8 @@ net::Task<void> runMcpSessionSweeper(Worker& worker) {
   for (;;) {
     std::shared_ptr<const Snapshot> snap = worker.snapshotPtr();
     const auto idle = milliseconds(snap->config.mcp.sessionIdleMs);
-    timer.expires_after(std::clamp<milliseconds>(idle / 4, milliseconds(250), milliseconds(30'000)));
+    timer.expires_after(
+        std::clamp<milliseconds>(idle / 4, milliseconds(250), milliseconds(30'000)));
     co_await timer.async_wait(boost::asio::use_awaitable);
     if (worker.shuttingDown()) co_return;
     snap = worker.snapshotPtr();
@@ -466,7 +469,8 @@ net::Task<void> runMcpSessionSweeper(Worker& worker) {
         RelayEvent e;
         e.kind = "mcp.session_closed";
         e.key = s.tenant;
-        if (s.server < snap->config.mcp.servers.size()) e.server = snap->config.mcp.servers[s.server].name;
+        if (s.server < snap->config.mcp.servers.size())
+          e.server = snap->config.mcp.servers[s.server].name;
         e.reason = "idle";
         snap->publish(e);
       }

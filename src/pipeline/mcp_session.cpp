@@ -21,11 +21,11 @@ constexpr std::size_t kMacBytes = 32;
 // can never pass as a session id.
 constexpr std::string_view kMacContext{"kimi-relay mcp session v1\0", 26};
 // Longest id decode() looks at; anything longer cannot be one of ours.
-constexpr std::size_t kMaxIdChars =
-    kPrefix.size() +
-    (5 + 1 + 255 + 1 + kMaxProtocolVersionBytes + McpSessionCodec::kMaxUpstreamIdBytes + kMacBytes) *
-        4 / 3 +
-    4;
+constexpr std::size_t kMaxIdChars = kPrefix.size() +
+                                    (5 + 1 + 255 + 1 + kMaxProtocolVersionBytes +
+                                     McpSessionCodec::kMaxUpstreamIdBytes + kMacBytes) *
+                                        4 / 3 +
+                                    4;
 
 std::array<unsigned char, kMacBytes> mac(const std::string& secret, std::string_view payload) {
   std::string input;

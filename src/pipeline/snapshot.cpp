@@ -122,7 +122,8 @@ Snapshot::Snapshot(config::Config cfg, const Services& services, const Snapshot*
       }
     };
     consider(route);
-    for (const upstream::ModelRoute* fb : fallbacks[route.index]) consider(*fb);
+    for (const upstream::ModelRoute* fb : fallbacks[route.index])
+      consider(*fb);
     worstPrices.push_back(worst);
   }
 }

@@ -1,7 +1,6 @@
 #include "relay/pipeline/steps.hpp"
 
 #include <arpa/inet.h>
-
 #include <array>
 
 #include "relay/config/parse.hpp"
@@ -44,7 +43,8 @@ constexpr std::string_view kMcpFields[] = {
 };
 
 bool listed(std::string_view name, std::string_view entry) {
-  if (!entry.empty() && entry.back() == '*') return name.starts_with(entry.substr(0, entry.size() - 1));
+  if (!entry.empty() && entry.back() == '*')
+    return name.starts_with(entry.substr(0, entry.size() - 1));
   return name == entry;
 }
 
@@ -63,8 +63,8 @@ Headers forwardableHeaders(const Headers& callerHeaders, ForwardFor kind,
   Headers out;
   out.reserve(8);
   for (const HeaderField& f : callerHeaders) {
-    bool allowed = kind == ForwardFor::kChat ? anyListed(f.name, kChatFields)
-                                             : anyListed(f.name, kMcpFields);
+    bool allowed =
+        kind == ForwardFor::kChat ? anyListed(f.name, kChatFields) : anyListed(f.name, kMcpFields);
     if (allowed || anyListed(f.name, extra)) out.add(f.name, f.value);
   }
   return out;
@@ -84,7 +84,8 @@ std::string forwardedFor(const net::RequestHead& head, const std::vector<config:
   bool v6 = ip.find(':') != std::string::npos;
   if (::inet_pton(v6 ? AF_INET6 : AF_INET, ip.c_str(), bytes.data()) != 1) return ip;
   bool fromProxy = false;
-  for (const config::Cidr& block : trusted) fromProxy = fromProxy || config::cidrContains(block, bytes, v6);
+  for (const config::Cidr& block : trusted)
+    fromProxy = fromProxy || config::cidrContains(block, bytes, v6);
   std::string_view given = trimWhitespace(head.headers.get("x-forwarded-for"));
   if (!fromProxy || given.empty()) return ip;
   return std::string(given) + ", " + ip;

@@ -227,8 +227,8 @@ void usageSpans(const std::vector<JsonMember>& members, std::vector<JsonSpan>& s
   for (std::size_t i = 0; i < members.size(); ++i) {
     if (!keyEquals(members[i], "usage")) continue;
     if (lastKept == members.size()) {  // every member goes: keep the braces
-      spans.push_back({members.front().keyOffset, members.back().value.span.end() -
-                                                      members.front().keyOffset});
+      spans.push_back(
+          {members.front().keyOffset, members.back().value.span.end() - members.front().keyOffset});
       return;
     }
     if (i < lastKept) {

@@ -92,7 +92,7 @@ struct Telemetry::Events {
   std::vector<std::array<std::array<pm::Counter*, kFailures>, kKinds>> fallbacks;
   std::vector<std::array<pm::Counter*, kEjections>> ejections;
   std::vector<pm::Gauge*> health;
-  std::vector<pm::Gauge*> mcpStreams;  // by MCP server id
+  std::vector<pm::Gauge*> mcpStreams;       // by MCP server id
   std::vector<detail::LiveUpstream*> live;  // by upstream id; empty without LiveStats
 };
 

@@ -90,8 +90,7 @@ int Balancer::pick(std::span<const bool> eligible, SteadyTime now) {
       return byWeight(eligible);
 
     case config::Strategy::kLeastLatency: {
-      if (exploration_ > 0 &&
-          static_cast<double>(next() >> 11) * 0x1.0p-53 < exploration_) {
+      if (exploration_ > 0 && static_cast<double>(next() >> 11) * 0x1.0p-53 < exploration_) {
         lastExplored_ = true;
         return byWeight(eligible);
       }
@@ -135,8 +134,10 @@ int Balancer::pick(std::span<const bool> eligible, SteadyTime now) {
         return a;
       }
       const int b = draw(a);
-      const double la = inFlight(static_cast<std::size_t>(a)) / weights_[static_cast<std::size_t>(a)];
-      const double lb = inFlight(static_cast<std::size_t>(b)) / weights_[static_cast<std::size_t>(b)];
+      const double la =
+          inFlight(static_cast<std::size_t>(a)) / weights_[static_cast<std::size_t>(a)];
+      const double lb =
+          inFlight(static_cast<std::size_t>(b)) / weights_[static_cast<std::size_t>(b)];
       const int chosen = lb < la || (lb == la && (next() & 1)) ? b : a;
       lastScore_ = chosen == a ? la : lb;
       return chosen;

@@ -367,7 +367,8 @@ Task<std::unique_ptr<Connection>> ClientPool::Impl::connect(std::size_t index, c
     std::tie(ec) = co_await conn->plain->async_connect(ep, kTuple);
   } else {
     // Bounded by the connect deadline and cancelled with the caller (resolver.hpp).
-    detail::Resolved resolved = co_await detail::resolve(spec.target.host, spec.target.port, connectBy);
+    detail::Resolved resolved =
+        co_await detail::resolve(spec.target.host, spec.target.port, connectBy);
     if (resolved.failure) {
       failure = std::move(resolved.failure);
       co_return nullptr;

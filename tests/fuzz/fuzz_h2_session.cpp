@@ -48,7 +48,8 @@ struct Frame {
 
 std::uint32_t be(std::string_view bytes) {
   std::uint32_t v = 0;
-  for (char c : bytes) v = (v << 8) | static_cast<std::uint8_t>(c);
+  for (char c : bytes)
+    v = (v << 8) | static_cast<std::uint8_t>(c);
   return v;
 }
 
@@ -159,7 +160,7 @@ std::map<std::uint32_t, std::string> requestMethods(std::string_view wire) {
 }
 
 struct StreamSeen {
-  bool head = false;  // a response HEADERS went out
+  bool head = false;   // a response HEADERS went out
   bool ended = false;  // END_STREAM or RST_STREAM went out
   std::optional<std::uint64_t> contentLength;
   std::uint64_t data = 0;
@@ -172,7 +173,8 @@ void checkFields(const std::vector<std::pair<std::string, std::string>>& fields,
   for (std::size_t i = 1; i < fields.size(); ++i) {
     const std::string& name = fields[i].first;
     FUZZ_CHECK(!name.empty() && name[0] != ':', "one pseudo-header, :status");
-    for (char c : name) FUZZ_CHECK(c < 'A' || c > 'Z', "header names are lowercase");
+    for (char c : name)
+      FUZZ_CHECK(c < 'A' || c > 'Z', "header names are lowercase");
     FUZZ_CHECK(name == "content-length" || !relay::fuzz::isConnectionField(name),
                "no connection-specific field in a response");
     if (name == "content-length") {
@@ -208,8 +210,8 @@ void checkOutput(std::string_view wire, const std::map<std::uint32_t, std::strin
                "a server sends no PRIORITY, PUSH_PROMISE or unknown frame");
     FUZZ_CHECK(!inBlock || (f.type == kContinuation && f.stream == blockStream),
                "a header block's CONTINUATION frames follow it at once");
-    const bool streamFrame = f.type == kData || f.type == kHeaders || f.type == kRstStream ||
-                             f.type == kContinuation;
+    const bool streamFrame =
+        f.type == kData || f.type == kHeaders || f.type == kRstStream || f.type == kContinuation;
     if (streamFrame) {
       FUZZ_CHECK(f.stream % 2 == 1, "stream frames only on client-initiated streams");
     } else if (f.type != 8) {  // WINDOW_UPDATE may be either

@@ -67,7 +67,8 @@ void checkDecoded(const McpSessionCodec& codec, std::string_view id, const McpSe
   } else {
     FUZZ_CHECK(static_cast<unsigned char>((*raw)[0]) == 1, "only formats 1 and 2 decode");
     FUZZ_CHECK(s.protocolVersion.empty(), "a format-1 id carries no protocol version");
-    FUZZ_CHECK(again && codec.decode(*again) == s, "a format-1 session re-encodes to the same session");
+    FUZZ_CHECK(again && codec.decode(*again) == s,
+               "a format-1 session re-encodes to the same session");
   }
 }
 

@@ -236,10 +236,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const TransformResult one =
         transformInReads(stream, callerWantsUsage, [&] { return stream.size(); });
     Reads reads(sizes);
-    expectSameTransform(one, transformInReads(stream, callerWantsUsage, [&] { return reads.next(); }));
+    expectSameTransform(one,
+                        transformInReads(stream, callerWantsUsage, [&] { return reads.next(); }));
     if (stream.size() <= 1024) {
-      expectSameTransform(one,
-                          transformInReads(stream, callerWantsUsage, [] { return std::size_t{1}; }));
+      expectSameTransform(
+          one, transformInReads(stream, callerWantsUsage, [] { return std::size_t{1}; }));
     }
   }
   return 0;

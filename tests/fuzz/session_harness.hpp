@@ -14,8 +14,6 @@
 // needs no listener, port or TIME_WAIT per input.
 #pragma once
 
-#include <sys/socket.h>
-
 #include <array>
 #include <chrono>
 #include <csignal>
@@ -24,6 +22,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <sys/socket.h>
 #include <vector>
 
 #include <boost/asio/as_tuple.hpp>
@@ -68,8 +67,8 @@ inline net::SessionConfig sessionConfig(ClientEnd end) {
   c.maxConnectionBodyBytes = 12288;
   c.http2.maxConcurrentStreams = 4;
   c.http2.initialWindowBytes = 8192;
-  const std::chrono::milliseconds t = end == ClientEnd::kSilent ? std::chrono::milliseconds(5)
-                                                                : std::chrono::milliseconds(60'000);
+  const std::chrono::milliseconds t =
+      end == ClientEnd::kSilent ? std::chrono::milliseconds(5) : std::chrono::milliseconds(60'000);
   c.headerTimeout = c.bodyTimeout = c.idleTimeout = t;
   return c;
 }
@@ -93,7 +92,8 @@ inline void checkRequestHead(const net::RequestHead& head) {
   FUZZ_CHECK(!head.method.empty(), "a request reaches the handler with a method");
   for (const HeaderField& f : head.headers) {
     FUZZ_CHECK(!f.name.empty(), "header names are not empty");
-    for (char c : f.name) FUZZ_CHECK(c < 'A' || c > 'Z', "header names are lowercase");
+    for (char c : f.name)
+      FUZZ_CHECK(c < 'A' || c > 'Z', "header names are lowercase");
     FUZZ_CHECK(!isConnectionField(f.name), "connection-specific fields never reach a handler");
   }
 }
@@ -193,7 +193,7 @@ class Connection {
  public:
   // Everything one input leaves for the checks.
   struct Result {
-    std::string received;  // every byte the session sent
+    std::string received;        // every byte the session sent
     bool endedByItself = false;  // kSilent: the session closed before the client gave up
   };
 
@@ -218,7 +218,8 @@ class Connection {
   }
 
  private:
-  Connection(ClientEnd end, std::string_view input) : end_(end), input_(input), server_(io_), client_(io_) {
+  Connection(ClientEnd end, std::string_view input)
+      : end_(end), input_(input), server_(io_), client_(io_) {
     int fds[2];
     if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0)
       throw std::runtime_error("socketpair failed");

@@ -15,8 +15,8 @@
 #include <chrono>
 #include <functional>
 #include <map>
-#include <string>
 #include <memory>
+#include <string>
 
 #include "relay/config/config.hpp"
 #include "relay/pipeline/key_gate.hpp"

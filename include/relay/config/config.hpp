@@ -48,17 +48,18 @@ struct Server {
   Http2Settings http2;
   unsigned workers = 0;                      // 0 = cores (parseConfig resolves it)
   std::uint64_t maxRequestBytes = 4u << 20;  // 413 beyond this
-  std::uint32_t maxHeaderBytes = 64u << 10;  // request head (HTTP/1.1) / decoded header list (HTTP/2): 431
+  std::uint32_t maxHeaderBytes =
+      64u << 10;  // request head (HTTP/1.1) / decoded header list (HTTP/2): 431
   // Request-body bytes one connection may hold at once, over all its streams
   // (HTTP/2 connection window); 0 = 2 x max_request_bytes.
   std::uint64_t maxConnectionBodyBytes = 0;
-  std::uint32_t maxConnections = 10'000;    // open client connections, all listeners and workers
+  std::uint32_t maxConnections = 10'000;      // open client connections, all listeners and workers
   std::uint32_t maxConnectionsPerIp = 1'000;  // per IPv4 address or IPv6 /64; 0 = no cap
-  std::uint32_t headerTimeoutMs = 10'000;   // first byte to end of request head
-  std::uint32_t bodyTimeoutMs = 30'000;     // end of head to end of body
-  std::uint32_t idleTimeoutMs = 75'000;     // keep-alive connection without a request
-  std::uint32_t drainTimeoutMs = 30'000;    // SIGTERM: time given to open exchanges
-  bool metricsOnMain = false;               // also serve /metrics on the main port (admin key)
+  std::uint32_t headerTimeoutMs = 10'000;     // first byte to end of request head
+  std::uint32_t bodyTimeoutMs = 30'000;       // end of head to end of body
+  std::uint32_t idleTimeoutMs = 75'000;       // keep-alive connection without a request
+  std::uint32_t drainTimeoutMs = 30'000;      // SIGTERM: time given to open exchanges
+  bool metricsOnMain = false;                 // also serve /metrics on the main port (admin key)
   // Peers whose X-Forwarded-For is kept (the peer is appended); from anyone
   // else it is replaced by the peer's address.
   std::vector<Cidr> trustedProxies;
@@ -96,9 +97,9 @@ struct PreviousDigest {
 
 struct Key {
   std::string name;
-  std::string sha256;               // lowercase hex digest of the caller's key
+  std::string sha256;                           // lowercase hex digest of the caller's key
   std::vector<PreviousDigest> previousDigests;  // rotation grace (admin API); never in YAML
-  std::vector<std::string> models;  // allow-list; empty = every model
+  std::vector<std::string> models;              // allow-list; empty = every model
   KeyLimits limits;
   std::optional<KeyBudget> budget;
   std::vector<std::string> mcpServers;  // allow-list; empty = every server
@@ -124,9 +125,9 @@ struct Upstream {
   std::uint32_t weight = 1;
   std::map<std::string, std::string> models;  // client model id -> upstream model id
   bool allowInsecureHttp = false;
-  std::string caFile;                // extra trust anchors (PEM); "" = system store
-  std::uint32_t maxConcurrency = 0;  // 0 = unlimited
-  std::uint32_t rpm = 0;             // 0 = unlimited
+  std::string caFile;                          // extra trust anchors (PEM); "" = system store
+  std::uint32_t maxConcurrency = 0;            // 0 = unlimited
+  std::uint32_t rpm = 0;                       // 0 = unlimited
   std::uint64_t maxResponseBytes = 64u << 20;  // non-streamed and error bodies: 502 beyond this
   std::uint64_t maxEventBytes = 1u << 20;      // one SSE event of a stream: an error event beyond
   Health health;
@@ -175,8 +176,8 @@ struct Route {
 
 struct Routing {
   Strategy strategy = Strategy::kWeighted;  // for models without routes.MODEL.strategy
-  double exploration = 0.05;  // least_latency: share of picks made by weight alone
-  bool debugHeader = false;   // x-relay-route on responses: strategy, upstream, score
+  double exploration = 0.05;                // least_latency: share of picks made by weight alone
+  bool debugHeader = false;                 // x-relay-route on responses: strategy, upstream, score
 };
 
 struct Price {
@@ -197,15 +198,15 @@ struct McpServer {
   std::vector<std::string> instances;  // http(s) URLs, >= 1; `url:` is one instance
   std::string apiKey;
   std::string region;
-  bool allowInsecureHttp = false;  // http:// instances
-  std::string caFile;              // extra trust anchors (PEM); "" = system store
+  bool allowInsecureHttp = false;              // http:// instances
+  std::string caFile;                          // extra trust anchors (PEM); "" = system store
   std::uint64_t maxResponseBytes = 64u << 20;  // JSON answers and one SSE event: 502 / error beyond
 };
 
 struct Mcp {
   std::vector<McpServer> servers;
   std::vector<std::string> allowedOrigins;
-  std::string sessionSecret;  // secret; "" or >= 32 characters
+  std::string sessionSecret;                // secret; "" or >= 32 characters
   std::uint32_t sessionIdleMs = 3'600'000;  // a session unused this long is ended (upstream DELETE)
 };
 
@@ -261,7 +262,7 @@ struct Config {
   // Caller fields forwarded upstream beyond the built-in allow-list: names,
   // or prefixes ending in '*' (lowercase).
   std::vector<std::string> forwardHeaders;
-  std::string stateDir;                   // "" = budgets kept in memory only
+  std::string stateDir;  // "" = budgets kept in memory only
   Log log;
   MetricsOptions metrics;
 };

@@ -107,8 +107,8 @@ struct BodyResult {
   BodyStatus status = BodyStatus::kComplete;
   std::string message;  // for the caller when not complete; names the limit and its config key
   bool ok() const { return status == BodyStatus::kComplete; }
-  int httpStatus() const;          // 413, 408, 400; 499 for kGone
-  std::string_view code() const;   // "request_too_large", "request_timeout", "bad_request"
+  int httpStatus() const;         // 413, 408, 400; 499 for kGone
+  std::string_view code() const;  // "request_too_large", "request_timeout", "bad_request"
 };
 
 // The request body, read only when the handler asks for it: a caller is

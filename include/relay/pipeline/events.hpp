@@ -31,7 +31,7 @@ struct RelayEvent {
   std::string_view kind;  // "request.routed", "upstream.ejected", ...
   std::string_view requestId;
   std::string_view traceId;  // W3C trace id of the request (docs/tracing.md)
-  std::string_view key;  // the caller's key name: whose stream sees it
+  std::string_view key;      // the caller's key name: whose stream sees it
   std::string_view node;
   std::string_view model;
   std::string_view upstream;

@@ -32,7 +32,7 @@ struct Snapshot;
 // What one request asks of its key.
 struct GateAsk {
   const admission::Tenant* tenant = nullptr;
-  std::uint64_t tokens = 0;    // tpm reservation (prompt estimate + completion cap)
+  std::uint64_t tokens = 0;     // tpm reservation (prompt estimate + completion cap)
   admission::BudgetAsk budget;  // the most it may cost
   bool holdSlot = true;         // a concurrency slot while it runs (not for an MCP GET stream)
   // No cost of its own (MCP): refused only once the budget is spent.

@@ -28,8 +28,8 @@
 namespace relay::pipeline {
 
 struct McpSession {
-  std::uint16_t server = 0;    // position in config.mcp.servers
-  std::uint16_t instance = 0;  // position in that server's instances
+  std::uint16_t server = 0;     // position in config.mcp.servers
+  std::uint16_t instance = 0;   // position in that server's instances
   std::string tenant;           // the key's name (1..255 bytes)
   std::string upstreamId;       // the upstream's Mcp-Session-Id (1..kMaxUpstreamIdBytes)
   std::string protocolVersion;  // what the server agreed at initialize (0..32 bytes; "" = unknown)

@@ -13,9 +13,9 @@ struct ApiError {
   int status = 500;
   std::string message;  // says what to fix; never contains a secret
   std::string type = "invalid_request_error";
-  std::string code;   // "" -> null
-  std::string param;  // "" -> null
-  Headers headers;    // extra fields this error needs (retry-after, x-should-retry)
+  std::string code;     // "" -> null
+  std::string param;    // "" -> null
+  Headers headers;      // extra fields this error needs (retry-after, x-should-retry)
   std::string traceId;  // the request's W3C trace id: "trace_id" in the body; "" = none
 };
 

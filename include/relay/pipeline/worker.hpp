@@ -8,8 +8,8 @@
 
 #include "relay/pipeline/key_gate.hpp"
 #include "relay/pipeline/snapshot.hpp"
-#include "relay/upstream/client.hpp"
 #include "relay/upstream/balancer.hpp"
+#include "relay/upstream/client.hpp"
 
 namespace relay::pipeline {
 
@@ -39,7 +39,8 @@ class Worker {
   // for least_latency; ignored when the worker has moved on.
   void observeLatency(const Snapshot& snapshot, std::size_t upstream, double ms,
                       upstream::SteadyTime now) {
-    if (&snapshot == snapshot_.get() && upstream < latency_.size()) latency_[upstream].observe(ms, now);
+    if (&snapshot == snapshot_.get() && upstream < latency_.size())
+      latency_[upstream].observe(ms, now);
   }
 
   // Where this worker's requests are admitted: the process's own limits
@@ -70,7 +71,7 @@ class Worker {
 
   std::shared_ptr<const Snapshot> snapshot_;
   std::shared_ptr<upstream::ClientPool> clients_;
-  std::vector<upstream::PeakEwma> latency_;  // per upstream, this worker's observations
+  std::vector<upstream::PeakEwma> latency_;    // per upstream, this worker's observations
   std::vector<upstream::Balancer> balancers_;  // per route
   std::shared_ptr<McpUpstreams> mcp_;
   std::unique_ptr<KeyGate> gate_ = std::make_unique<LocalKeyGate>();

@@ -64,7 +64,9 @@ class LabelSpace {
   std::string_view upstreamLabel(std::uint32_t id) const { return label(upstreams_, id); }
   // The configured region of an upstream (upstreams[].region), "none" when
   // it has none or for kNone: bounded by the config like every label.
-  std::string_view regionLabel(std::uint32_t upstreamId) const { return label(regions_, upstreamId); }
+  std::string_view regionLabel(std::uint32_t upstreamId) const {
+    return label(regions_, upstreamId);
+  }
   std::string_view mcpServerLabel(std::uint32_t id) const { return label(mcpServers_, id); }
   std::string_view nodeLabel(std::uint32_t id) const;
 

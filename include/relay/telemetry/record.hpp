@@ -36,7 +36,7 @@ struct RequestRecord {
   std::uint32_t fallbackModelId = kNone;
   std::string_view upstream;  // the upstream that produced the answer, "" if none did
   std::uint32_t upstreamId = kNone;
-  std::string_view region;  // the answering upstream's region, "" if none
+  std::string_view region;   // the answering upstream's region, "" if none
   std::uint32_t nodeId = 0;  // LabelSpace::nodeId(X-Node-Id value); 0 = no header
 
   Protocol protocol = Protocol::kUnknown;

@@ -58,8 +58,7 @@ class Balancer {
   // for the weighted strategy.
   Balancer(config::Strategy strategy, std::vector<std::uint32_t> weights,
            std::vector<std::size_t> upstreams, double exploration,
-           const std::vector<PeakEwma>* latency, const UpstreamStates* states,
-           std::uint64_t seed);
+           const std::vector<PeakEwma>* latency, const UpstreamStates* states, std::uint64_t seed);
 
   // The candidate to try among those `eligible` (all when empty); -1 when
   // none is. `now` dates the latency costs.

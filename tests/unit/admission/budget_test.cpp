@@ -181,7 +181,6 @@ TEST(Budget, ConcurrentRollOverHappensOnce) {
   EXPECT_EQ(budget.usage(next).spent, 40'000);
 }
 
-
 // Reservations: the worst case is held against the cap at admission, the real
 // cost replaces it at settlement.
 TEST(BudgetHold, AReservationThatDoesNotFitIsRefusedWithWhatIsLeft) {
@@ -248,11 +247,13 @@ TEST(BudgetHold, AHardCeilingUnderParallelReservations) {
       }
     });
   }
-  for (auto& th : threads) th.join();
+  for (auto& th : threads)
+    th.join();
   EXPECT_FALSE(overdrawn.load());
   EXPECT_EQ(budget.usage(t).spent, settled.load());
   EXPECT_LE(budget.usage(t).spent, toNanoUsd(1.0));
-  EXPECT_GE(budget.usage(t).spent, toNanoUsd(0.99));  // it was used up to the cap, not stopped early
+  EXPECT_GE(budget.usage(t).spent,
+            toNanoUsd(0.99));  // it was used up to the cap, not stopped early
   EXPECT_EQ(budget.held().usd, 0);
 }
 

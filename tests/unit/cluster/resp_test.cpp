@@ -7,7 +7,8 @@
 namespace relay::cluster {
 namespace {
 
-RespStatus parseAll(std::string_view in, RespValue& v, std::size_t& used, const RespLimits& l = {}) {
+RespStatus parseAll(std::string_view in, RespValue& v, std::size_t& used,
+                    const RespLimits& l = {}) {
   std::string error;
   return parseReply(in, v, used, error, l);
 }
@@ -59,7 +60,8 @@ TEST(Resp, RefusesWhatBreaksTheBounds) {
   RespValue v;
   std::size_t used = 0;
   std::string error;
-  EXPECT_EQ(parseReply("$9\r\n", v, used, error, limits), RespStatus::kBad) << "announced, not sent";
+  EXPECT_EQ(parseReply("$9\r\n", v, used, error, limits), RespStatus::kBad)
+      << "announced, not sent";
   EXPECT_NE(error.find("larger than 8"), std::string::npos);
   EXPECT_EQ(parseReply("*5\r\n", v, used, error, limits), RespStatus::kBad);
   EXPECT_EQ(parseReply("*1\r\n*1\r\n*1\r\n:1\r\n", v, used, error, limits), RespStatus::kBad);

@@ -13,7 +13,8 @@ using testing::fakeEnv;
 using testing::withMinimal;
 
 Cluster clusterOf(std::string_view section, std::map<std::string, std::string> env = {}) {
-  return parseConfig(withMinimal(std::string(section)), "relay.yaml", fakeEnv(std::move(env))).cluster;
+  return parseConfig(withMinimal(std::string(section)), "relay.yaml", fakeEnv(std::move(env)))
+      .cluster;
 }
 
 TEST(ConfigCluster, AbsentMeansNoSharedState) {
@@ -35,9 +36,10 @@ TEST(ConfigCluster, ReadsTheUrlAndTheDefaults) {
 }
 
 TEST(ConfigCluster, CredentialsTlsAndIpv6) {
-  Cluster c = clusterOf("cluster:\n  redis_url: ${REDIS_URL}\n  on_redis_failure: reject\n"
-                        "  redis_timeout_ms: 20\n",
-                        {{"REDIS_URL", "rediss://relay:p%40ss%3Aword@redis.internal/0"}});
+  Cluster c = clusterOf(
+      "cluster:\n  redis_url: ${REDIS_URL}\n  on_redis_failure: reject\n"
+      "  redis_timeout_ms: 20\n",
+      {{"REDIS_URL", "rediss://relay:p%40ss%3Aword@redis.internal/0"}});
   ASSERT_TRUE(c.redis);
   EXPECT_TRUE(c.redis->tls);
   EXPECT_EQ(c.redis->user, "relay");
@@ -78,8 +80,9 @@ TEST(ConfigCluster, OnlyTheDocumentedKeysAndModes) {
   EXPECT_NE(errorOf(withMinimal("cluster: {redis_url: \"redis://h\", on_redis_failure: ignore}\n"))
                 .find("must be local"),
             std::string::npos);
-  EXPECT_NE(errorOf(withMinimal("cluster: {redis_url: \"redis://h\", replicas: 3}\n")).find("replicas"),
-            std::string::npos);
+  EXPECT_NE(
+      errorOf(withMinimal("cluster: {redis_url: \"redis://h\", replicas: 3}\n")).find("replicas"),
+      std::string::npos);
   EXPECT_NE(errorOf(withMinimal("cluster: {redis_url: \"redis://h\", redis_timeout_ms: 0}\n")),
             "<parsed>");
 }

@@ -149,9 +149,9 @@ TEST(ConfigErrors, UnknownKeyWithNothingCloseListsTheKnownKeys) {
   EXPECT_EQ(errorOf(withMinimal("retry:\n  colour: 2\n")),
             "relay.yaml:8:3: retry: unknown key 'colour' (known keys: max_attempts, backoff, "
             "retry_on, budget)");
-  EXPECT_EQ(
-      errorOf(withMinimal("routes:\n  kimi-k2: {fallback: [kimi-k2]}\n")),
-      "relay.yaml:8:13: routes.kimi-k2: unknown key 'fallback' (known keys: fallback_models, strategy, regions)");
+  EXPECT_EQ(errorOf(withMinimal("routes:\n  kimi-k2: {fallback: [kimi-k2]}\n")),
+            "relay.yaml:8:13: routes.kimi-k2: unknown key 'fallback' (known keys: fallback_models, "
+            "strategy, regions)");
 }
 
 TEST(ConfigErrors, DuplicateKeys) {

@@ -3,8 +3,6 @@
 // meet them, and what the caller is given. No socket, no timer: the fake
 // client answers at once and the sleeper only records how long it was asked
 // to wait.
-#include "chat_forward.hpp"
-
 #include <deque>
 #include <functional>
 #include <optional>
@@ -14,6 +12,7 @@
 #include <boost/asio/io_context.hpp>
 #include <gtest/gtest.h>
 
+#include "chat_forward.hpp"
 #include "relay/config/parse.hpp"
 
 namespace relay::pipeline {
@@ -92,10 +91,9 @@ class ScriptedClient final : public upstream::UpstreamClient {
  public:
   explicit ScriptedClient(std::vector<Outcome> script) : script_(script.begin(), script.end()) {}
 
-  net::Task<std::unique_ptr<upstream::ResponseStream>> send(std::size_t index,
-                                                            const upstream::OutgoingRequest& request,
-                                                            const upstream::Deadlines&,
-                                                            upstream::Failure& failure) override {
+  net::Task<std::unique_ptr<upstream::ResponseStream>> send(
+      std::size_t index, const upstream::OutgoingRequest& request, const upstream::Deadlines&,
+      upstream::Failure& failure) override {
     calls.push_back(Call{index, request.path, std::string(request.body),
                          std::string(request.headers.get("authorization"))});
     if (onSend) onSend(calls.size());
@@ -162,7 +160,8 @@ class Fixture {
     std::string yaml = "server:\n  listen: [\"127.0.0.1:0\"]\n" + upstreamsYaml +
                        "keys:\n  - name: a\n    sha256: " + std::string(kDigest) + "\n" + keyLines;
     config::Config cfg = config::parseConfig(
-        yaml, "relay.yaml", [](std::string_view) -> std::optional<std::string> { return std::nullopt; });
+        yaml, "relay.yaml",
+        [](std::string_view) -> std::optional<std::string> { return std::nullopt; });
     snapshot_ = std::make_shared<Snapshot>(std::move(cfg), Services{&metrics_});
     worker_.emplace(snapshot_);
   }
@@ -229,8 +228,8 @@ std::string errorCode(const Forwarded& f) {
 
 TEST(Forwarder, ServerErrorsAreRetriedWithBackoffUntilMaxAttempts) {
   Fixture f(twoUpstreams(kRetry));
-  ScriptedClient client({Outcome::head(503), Outcome::head(503), Outcome::head(503),
-                         Outcome::head(200)});
+  ScriptedClient client(
+      {Outcome::head(503), Outcome::head(503), Outcome::head(503), Outcome::head(200)});
   Forwarded out = f.forward(client);
   EXPECT_EQ(client.calls.size(), 3u);  // max_attempts, the first try included
   EXPECT_EQ(client.unused(), 1u);
@@ -343,8 +342,8 @@ TEST(Forwarder, AllTimeoutsAreAGatewayTimeout) {
 
 TEST(Forwarder, AClientErrorIsPassedOnWithoutRetry) {
   Fixture f(twoUpstreams(kRetry));
-  ScriptedClient client(
-      {Outcome::head(400, R"({"error":{"message":"bad messages","type":"invalid_request_error"}})")});
+  ScriptedClient client({Outcome::head(
+      400, R"({"error":{"message":"bad messages","type":"invalid_request_error"}})")});
   Forwarded out = f.forward(client);
   EXPECT_EQ(client.calls.size(), 1u);
   ASSERT_TRUE(out.error);
@@ -365,8 +364,8 @@ retry:
   backoff: {base_ms: 100, max_ms: 400}
   retry_on: [connect_error, "503"]
 )");
-  ScriptedClient client({Outcome::fail(FailureKind::kReset), Outcome::fail(FailureKind::kReset),
-                         Outcome::head(200)});
+  ScriptedClient client(
+      {Outcome::fail(FailureKind::kReset), Outcome::fail(FailureKind::kReset), Outcome::head(200)});
   Forwarded out = f.forward(client);
   EXPECT_EQ(client.calls.size(), 2u);
   EXPECT_EQ(f.attempts, 2u);
@@ -415,8 +414,8 @@ TEST(Forwarder, ASpentRetryBudgetStopsRetries) {
 
 TEST(Forwarder, ARefusedGatewayCredentialMovesToTheNextUpstreamAtOnce) {
   Fixture f(twoUpstreams(kRetry));
-  ScriptedClient client({Outcome::head(401, R"({"error":{"message":"bad key alpha-key"}})"),
-                         Outcome::head(200)});
+  ScriptedClient client(
+      {Outcome::head(401, R"({"error":{"message":"bad key alpha-key"}})"), Outcome::head(200)});
   Forwarded out = f.forward(client);
   ASSERT_EQ(client.calls.size(), 2u);
   EXPECT_NE(client.calls[0].upstream, client.calls[1].upstream);

@@ -117,8 +117,10 @@ TEST(StreamTransform, MoonshotUsageChunkCarriesOnlyUsageSeenBeforeDone) {
   const std::string stream = kChunk1 + kMoonshotLast + kDone + kOpenAiUsage;
   StreamTransform t(true);
   const std::string out(t.push(stream));
-  EXPECT_NE(out.find(R"("choices":[],"usage":{"prompt_tokens":9,"completion_tokens":2,"total_tokens":11,"prompt_tokens_details":{"cached_tokens":4})"),
-            std::string::npos)
+  EXPECT_NE(
+      out.find(
+          R"("choices":[],"usage":{"prompt_tokens":9,"completion_tokens":2,"total_tokens":11,"prompt_tokens_details":{"cached_tokens":4})"),
+      std::string::npos)
       << out;
   EXPECT_TRUE(out.ends_with(kDone));
 }

@@ -1,22 +1,18 @@
 #include "relay/telemetry/access_log.hpp"
 
+#include <fcntl.h>
 #include <filesystem>
 #include <fstream>
+#include <sys/stat.h>
+#include <thread>
 #include <type_traits>
 #include <unistd.h>
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <thread>
-
 #include <gtest/gtest.h>
-
-#include "relay/common/limits.hpp"
 #include <nlohmann/json.hpp>
 
 #include "relay/common/headers.hpp"
+#include "relay/common/limits.hpp"
 #include "relay/telemetry/metrics.hpp"
 #include "relay/telemetry/telemetry.hpp"
 #include "telemetry_test_support.hpp"
@@ -226,7 +222,8 @@ TEST(AccessLog, AFullQueueDropsAndCountsInsteadOfBlocking) {
   std::thread drainer;
   {
     AccessLog log(path.string(), AccessLogOptions{1024, 4, seconds(3600)});
-    for (int i = 0; i < kLines; ++i) log.write(line);  // returns: the pipe is full long before
+    for (int i = 0; i < kLines; ++i)
+      log.write(line);  // returns: the pipe is full long before
     EXPECT_GT(limitCount(Limit::kAccessLogDropped), droppedBefore);
     // Now read, so that the destructor can write what is queued.
     drainer = std::thread([&] {
@@ -236,7 +233,8 @@ TEST(AccessLog, AFullQueueDropsAndCountsInsteadOfBlocking) {
       for (;;) {
         ssize_t n = ::read(reader, buf, sizeof buf);
         if (n <= 0) break;
-        for (ssize_t i = 0; i < n; ++i) read += buf[i] == '\n';
+        for (ssize_t i = 0; i < n; ++i)
+          read += buf[i] == '\n';
       }
     });
   }  // the destructor writes what is queued, then closes the pipe

@@ -183,20 +183,43 @@ TEST_F(MetricsTest, TokensCostAndEstimatesAreExact) {
 TEST_F(MetricsTest, HistogramCountsAndBuckets) {
   recordKnownTraffic();
   // kimi-k2 served: 3 × 120 ms, 2 × 2.5 s, 0.2 ms (401), 5 ms (429).
-  EXPECT_EQ(overNodes("kimi_relay_request_duration_seconds_count{model=\"kimi-k2\",node=\"*\",region=\"none\"}"), 7);
-  EXPECT_EQ(overNodes("kimi_relay_request_duration_seconds_bucket{model=\"kimi-k2\",node=\"*\",region=\"none\",le=\"0.001\"}"), 1);
-  EXPECT_EQ(overNodes("kimi_relay_request_duration_seconds_bucket{model=\"kimi-k2\",node=\"*\",region=\"none\",le=\"0.005\"}"), 2);
-  EXPECT_EQ(overNodes("kimi_relay_request_duration_seconds_bucket{model=\"kimi-k2\",node=\"*\",region=\"none\",le=\"0.1\"}"), 2);
-  EXPECT_EQ(overNodes("kimi_relay_request_duration_seconds_bucket{model=\"kimi-k2\",node=\"*\",region=\"none\",le=\"0.125\"}"), 5);
-  EXPECT_EQ(overNodes("kimi_relay_request_duration_seconds_bucket{model=\"kimi-k2\",node=\"*\",region=\"none\",le=\"2.5\"}"), 7);
-  EXPECT_EQ(overNodes("kimi_relay_request_duration_seconds_bucket{model=\"kimi-k2\",node=\"*\",region=\"none\",le=\"+Inf\"}"), 7);
-  EXPECT_EQ(overNodes("kimi_relay_request_duration_seconds_count{model=\"none\",node=\"*\",region=\"none\"}"), 1);
-  EXPECT_EQ(overNodes("kimi_relay_request_duration_seconds_count{model=\"kimi-k2-turbo\",node=\"*\",region=\"none\"}"), 1);
+  EXPECT_EQ(overNodes("kimi_relay_request_duration_seconds_count{model=\"kimi-k2\",node=\"*\","
+                      "region=\"none\"}"),
+            7);
+  EXPECT_EQ(overNodes("kimi_relay_request_duration_seconds_bucket{model=\"kimi-k2\",node=\"*\","
+                      "region=\"none\",le=\"0.001\"}"),
+            1);
+  EXPECT_EQ(overNodes("kimi_relay_request_duration_seconds_bucket{model=\"kimi-k2\",node=\"*\","
+                      "region=\"none\",le=\"0.005\"}"),
+            2);
+  EXPECT_EQ(overNodes("kimi_relay_request_duration_seconds_bucket{model=\"kimi-k2\",node=\"*\","
+                      "region=\"none\",le=\"0.1\"}"),
+            2);
+  EXPECT_EQ(overNodes("kimi_relay_request_duration_seconds_bucket{model=\"kimi-k2\",node=\"*\","
+                      "region=\"none\",le=\"0.125\"}"),
+            5);
+  EXPECT_EQ(overNodes("kimi_relay_request_duration_seconds_bucket{model=\"kimi-k2\",node=\"*\","
+                      "region=\"none\",le=\"2.5\"}"),
+            7);
+  EXPECT_EQ(overNodes("kimi_relay_request_duration_seconds_bucket{model=\"kimi-k2\",node=\"*\","
+                      "region=\"none\",le=\"+Inf\"}"),
+            7);
+  EXPECT_EQ(
+      overNodes(
+          "kimi_relay_request_duration_seconds_count{model=\"none\",node=\"*\",region=\"none\"}"),
+      1);
+  EXPECT_EQ(overNodes("kimi_relay_request_duration_seconds_count{model=\"kimi-k2-turbo\",node=\"*"
+                      "\",region=\"none\"}"),
+            1);
   // TTFT only for the three streams.
-  EXPECT_EQ(value("kimi_relay_time_to_first_token_seconds_count{model=\"kimi-k2\",node=\"none\",region=\"none\"}"), 3);
-  EXPECT_EQ(value("kimi_relay_time_to_first_token_seconds_bucket{model=\"kimi-k2\",node=\"none\",region=\"none\",le=\"0.03\"}"),
+  EXPECT_EQ(value("kimi_relay_time_to_first_token_seconds_count{model=\"kimi-k2\",node=\"none\","
+                  "region=\"none\"}"),
             3);
-  EXPECT_EQ(value("kimi_relay_time_to_first_token_seconds_bucket{model=\"kimi-k2\",node=\"none\",region=\"none\",le=\"0.025\"}"),
+  EXPECT_EQ(value("kimi_relay_time_to_first_token_seconds_bucket{model=\"kimi-k2\",node=\"none\","
+                  "region=\"none\",le=\"0.03\"}"),
+            3);
+  EXPECT_EQ(value("kimi_relay_time_to_first_token_seconds_bucket{model=\"kimi-k2\",node=\"none\","
+                  "region=\"none\",le=\"0.025\"}"),
             0);
   EXPECT_EQ(value("kimi_relay_upstream_latency_seconds_count{model=\"kimi-k2\","
                   "upstream=\"holysheep\"}"),
@@ -214,19 +237,27 @@ TEST_F(MetricsTest, WindowQuantilesPerModel) {
   // kimi-k2 served without a node id: 0.2 ms, 3 × 120 ms, 2 × 2.5 s. Nearest
   // rank: p50 is the 3rd (120 ms), p95 and p99 the 6th (2.5 s); bins are
   // within ±1.6 %.
-  const std::string m = "kimi_relay_request_duration_window_seconds{model=\"kimi-k2\",node=\"none\",quantile=";
+  const std::string m =
+      "kimi_relay_request_duration_window_seconds{model=\"kimi-k2\",node=\"none\",quantile=";
   EXPECT_NEAR(value(m + "\"0.5\"}"), 0.12, 0.12 * 0.016);
   EXPECT_NEAR(value(m + "\"0.95\"}"), 2.5, 2.5 * 0.016);
   EXPECT_NEAR(value(m + "\"0.99\"}"), 2.5, 2.5 * 0.016);
   // _count and _sum are totals since start, as for any summary.
   // Per node: the 5 ms request came from node-1, the six others sent no X-Node-Id.
-  EXPECT_EQ(value("kimi_relay_request_duration_window_seconds_count{model=\"kimi-k2\",node=\"none\"}"), 6);
-  EXPECT_DOUBLE_EQ(value("kimi_relay_request_duration_window_seconds_sum{model=\"kimi-k2\",node=\"none\"}"),
-                   3 * 0.12 + 2 * 2.5 + 0.0002);
-  EXPECT_EQ(value("kimi_relay_request_duration_window_seconds_count{model=\"kimi-k2\",node=\"node-1\"}"), 1);
-  EXPECT_NEAR(value("kimi_relay_request_duration_window_seconds{model=\"kimi-k2\",node=\"node-1\",quantile=\"0.5\"}"),
+  EXPECT_EQ(
+      value("kimi_relay_request_duration_window_seconds_count{model=\"kimi-k2\",node=\"none\"}"),
+      6);
+  EXPECT_DOUBLE_EQ(
+      value("kimi_relay_request_duration_window_seconds_sum{model=\"kimi-k2\",node=\"none\"}"),
+      3 * 0.12 + 2 * 2.5 + 0.0002);
+  EXPECT_EQ(
+      value("kimi_relay_request_duration_window_seconds_count{model=\"kimi-k2\",node=\"node-1\"}"),
+      1);
+  EXPECT_NEAR(value("kimi_relay_request_duration_window_seconds{model=\"kimi-k2\",node=\"node-1\","
+                    "quantile=\"0.5\"}"),
               0.005, 0.005 * 0.016);
-  const std::string t = "kimi_relay_time_to_first_token_window_seconds{model=\"kimi-k2\",node=\"none\",quantile=";
+  const std::string t =
+      "kimi_relay_time_to_first_token_window_seconds{model=\"kimi-k2\",node=\"none\",quantile=";
   for (const char* q : {"\"0.5\"}", "\"0.95\"}", "\"0.99\"}"}) {
     EXPECT_NEAR(value(t + q), 0.03, 0.03 * 0.016);
   }
@@ -290,11 +321,13 @@ TEST_F(MetricsTest, McpRequestsByServerMethodAndCode) {
   McpRecord call{{}, kNone, "everything", 0, mcpMethodOf("tools/call"), 200, 15'000};
   telemetry_.recordMcp(call);
   telemetry_.recordMcp(call);
-  telemetry_.recordMcp(McpRecord{{}, kNone, "not-configured", kNone, mcpMethodOf("x/evil"), 404, 100});
+  telemetry_.recordMcp(
+      McpRecord{{}, kNone, "not-configured", kNone, mcpMethodOf("x/evil"), 404, 100});
   EXPECT_EQ(value("kimi_relay_mcp_requests_total{code=\"200\",key=\"none\",method=\"tools/call\","
                   "server=\"everything\"}"),
             2);
-  EXPECT_EQ(value("kimi_relay_mcp_requests_total{code=\"404\",key=\"none\",method=\"other\",server=\"none\"}"),
+  EXPECT_EQ(value("kimi_relay_mcp_requests_total{code=\"404\",key=\"none\",method=\"other\",server="
+                  "\"none\"}"),
             1);
   EXPECT_EQ(value("kimi_relay_mcp_request_duration_seconds_count{method=\"tools/call\"}"), 2);
   EXPECT_EQ(value("kimi_relay_mcp_request_duration_seconds_bucket{method=\"tools/call\","
@@ -337,15 +370,17 @@ TEST_F(MetricsTest, ConcurrentRecordingIsExact) {
   double requests = 0, input = 0;
   for (const char* key : {"team-a", "team-b"}) {
     for (const char* code : {"200", "201", "202"}) {
-      requests += value(std::string("kimi_relay_requests_total{code=\"") + code + "\",key=\"" +
-                        key + "\",model=\"kimi-k2\",node=\"none\",region=\"none\",upstream=\"holysheep\"}");
+      requests +=
+          value(std::string("kimi_relay_requests_total{code=\"") + code + "\",key=\"" + key +
+                "\",model=\"kimi-k2\",node=\"none\",region=\"none\",upstream=\"holysheep\"}");
     }
     input += value(std::string("kimi_relay_tokens_total{direction=\"input\",key=\"") + key +
                    "\",model=\"kimi-k2\",node=\"none\",upstream=\"holysheep\"}");
   }
   EXPECT_EQ(requests, kThreads * kEach);
   EXPECT_EQ(input, 10.0 * kThreads * kEach);
-  EXPECT_EQ(value("kimi_relay_request_duration_seconds_count{model=\"kimi-k2\",node=\"none\",region=\"none\"}"),
+  EXPECT_EQ(value("kimi_relay_request_duration_seconds_count{model=\"kimi-k2\",node=\"none\","
+                  "region=\"none\"}"),
             kThreads * kEach);
 }
 

@@ -56,11 +56,13 @@ TEST(Balancer, LeastLatencyTriesTheUnmeasuredThenPrefersTheFaster) {
   f.latency[0].observe(50, at(0));
   EXPECT_EQ(b.pick({}, at(0)), 1) << "never observed: cost 0, tried first";
   f.latency[1].observe(200, at(0));
-  for (int i = 0; i < 20; ++i) EXPECT_EQ(b.pick({}, at(10)), 0);
+  for (int i = 0; i < 20; ++i)
+    EXPECT_EQ(b.pick({}, at(10)), 0);
   EXPECT_NEAR(b.lastScore(), 50.0 * std::exp(-0.001), 1e-6);
   // In flight multiplies the cost: 50 × 5 > 200 × 1.
   std::vector<ConcurrencyPermit> busy;
-  for (int i = 0; i < 4; ++i) busy.push_back(f.states[0].concurrency().tryAcquire());
+  for (int i = 0; i < 4; ++i)
+    busy.push_back(f.states[0].concurrency().tryAcquire());
   EXPECT_EQ(b.pick({}, at(10)), 1);
   // Only eligible candidates are considered.
   busy.clear();
@@ -87,10 +89,12 @@ TEST(Balancer, LeastInFlightPicksTheLessBusyOfTwo) {
   Balancer b = f.make(config::Strategy::kLeastInFlight);
   std::vector<ConcurrencyPermit> busy;
   busy.push_back(f.states[1].concurrency().tryAcquire());
-  for (int i = 0; i < 50; ++i) EXPECT_EQ(b.pick({}, at(0)), 0);
+  for (int i = 0; i < 50; ++i)
+    EXPECT_EQ(b.pick({}, at(0)), 0);
   busy.push_back(f.states[0].concurrency().tryAcquire());
   int first = 0;
-  for (int i = 0; i < 1000; ++i) first += b.pick({}, at(0)) == 0;
+  for (int i = 0; i < 1000; ++i)
+    first += b.pick({}, at(0)) == 0;
   EXPECT_NEAR(first, 500, 80) << "a tie is broken at random";
 }
 
@@ -98,7 +102,8 @@ TEST(Balancer, WithoutSharedStateItIsWeighted) {
   Balancer b(config::Strategy::kLeastLatency, {2, 1}, {0, 1}, 0, nullptr, nullptr, 7);
   EXPECT_EQ(b.strategy(), config::Strategy::kWeighted);
   int first = 0;
-  for (int i = 0; i < 30; ++i) first += b.pick({}, at(0)) == 0;
+  for (int i = 0; i < 30; ++i)
+    first += b.pick({}, at(0)) == 0;
   EXPECT_EQ(first, 20);
 }
 
