@@ -175,10 +175,13 @@ net::Task<void> deliverStream(Worker& worker, net::ResponseSink& sink, Forwarded
   }
   // Settled before the stream's end reaches the caller (see deliverJson).
   record.settle();
+  if (why.empty()) {
+    co_await sink.finishWith(last);  // the held bytes, not a copy of them
+    co_return;
+  }
   std::string tail(last);
-  if (!why.empty())
-    sse::appendError(tail, why, "server_error", "upstream_stream_interrupted",
-                     record.trace().traceId);
+  sse::appendError(tail, why, "server_error", "upstream_stream_interrupted",
+                   record.trace().traceId);
   co_await sink.finishWith(tail);
 }
 
