@@ -122,15 +122,52 @@ std::vector<config::Key> KeyRegistry::effectiveKeys(const config::Config& fileCo
   return merge(entries_, fileConfig);
 }
 
+// The steps every change shares.
+
+bool KeyRegistry::parseJsonBody(const std::string& text, json& out, KeyChangeResult& r) {
+  out = json::parse(text, nullptr, false);
+  if (!out.is_discarded()) return true;
+  r.error = KeyChangeError{400, "the body is not valid JSON", "invalid_json"};
+  return false;
+}
+
+// An API key (not a file key's overlay) that exists and is not revoked.
+bool KeyRegistry::liveApiKey(Entries::const_iterator it) const {
+  return it != entries_.end() && !it->second.fromFile && !it->second.revoked;
+}
+
+// The first change to a file key: an empty overlay over the file's settings.
+void KeyRegistry::startOverlay(Entry& e) {
+  e.fromFile = true;
+  e.settings = "{}";
+  e.createdUnix = nowUnix();
+}
+
+// Strictly later than `previous` (replicas order changes by it).
+std::int64_t KeyRegistry::laterThan(std::int64_t previous) {
+  return std::max(nowUnix(), previous + 1);
+}
+
+// The changed entries replace the current ones if they still make a valid
+// set of keys (names, models, limits, budget); otherwise r says why and no
+// secret is handed out.
+void KeyRegistry::commit(Entries next, const config::Config& fileConfig, KeyChangeResult& r) {
+  try {
+    merge(next, fileConfig);
+  } catch (const std::exception& ex) {
+    r.secret.clear();
+    r.error = KeyChangeError{400, ex.what(), "invalid_key"};
+    return;
+  }
+  entries_ = std::move(next);
+}
+
 KeyChangeResult KeyRegistry::create(const std::string& name, const std::string& settingsJson,
                                     const config::Config& fileConfig) {
   KeyChangeResult r;
   r.name = name;
-  json body = json::parse(settingsJson, nullptr, false);
-  if (body.is_discarded()) {
-    r.error = KeyChangeError{400, "the body is not valid JSON", "invalid_json"};
-    return r;
-  }
+  json body;
+  if (!parseJsonBody(settingsJson, body, r)) return r;
   if (body.is_object()) {
     body.erase("name");  // given apart (it may be in the body too)
   }
@@ -157,14 +194,7 @@ KeyChangeResult KeyRegistry::create(const std::string& name, const std::string& 
                       ? std::max(e.createdUnix, existing->second.updatedUnix + 1)
                       : e.createdUnix;
   next[name] = std::move(e);
-  try {
-    merge(next, fileConfig);  // validates names, models, limits, budget
-  } catch (const std::exception& ex) {
-    r.secret.clear();
-    r.error = KeyChangeError{400, ex.what(), "invalid_key"};
-    return r;
-  }
-  entries_ = std::move(next);
+  commit(std::move(next), fileConfig, r);
   return r;
 }
 
@@ -172,11 +202,8 @@ KeyChangeResult KeyRegistry::update(const std::string& name, const std::string& 
                                     const config::Config& fileConfig) {
   KeyChangeResult r;
   r.name = name;
-  json patch = json::parse(patchJson, nullptr, false);
-  if (patch.is_discarded()) {
-    r.error = KeyChangeError{400, "the body is not valid JSON", "invalid_json"};
-    return r;
-  }
+  json patch;
+  if (!parseJsonBody(patchJson, patch, r)) return r;
   bool restore = false;
   if (patch.is_object() && patch.contains("revoked")) {
     if (!patch["revoked"].is_boolean() || patch["revoked"].get<bool>()) {
@@ -194,7 +221,7 @@ KeyChangeResult KeyRegistry::update(const std::string& name, const std::string& 
   std::lock_guard lock(mutex_);
   const config::Key* file = fileKey(fileConfig, name);
   auto it = entries_.find(name);
-  if (!file && (it == entries_.end() || it->second.fromFile || it->second.revoked)) {
+  if (!file && !liveApiKey(it)) {
     r.error = KeyChangeError{404, "no key is named '" + name + "'", "key_not_found"};
     return r;
   }
@@ -204,11 +231,7 @@ KeyChangeResult KeyRegistry::update(const std::string& name, const std::string& 
   }
   Entries next = entries_;
   Entry& e = next[name];
-  if (file && it == entries_.end()) {
-    e.fromFile = true;
-    e.settings = "{}";
-    e.createdUnix = nowUnix();
-  }
+  if (file && it == entries_.end()) startOverlay(e);
   if (e.revoked && !restore) {
     r.error =
         KeyChangeError{409, "the key '" + name + "' is revoked; restore it first", "key_revoked"};
@@ -228,14 +251,8 @@ KeyChangeResult KeyRegistry::update(const std::string& name, const std::string& 
     applyPatch(settings, patch);
   }
   e.settings = settings.dump();
-  e.updatedUnix = std::max(nowUnix(), e.updatedUnix + 1);
-  try {
-    merge(next, fileConfig);
-  } catch (const std::exception& ex) {
-    r.error = KeyChangeError{400, ex.what(), "invalid_key"};
-    return r;
-  }
-  entries_ = std::move(next);
+  e.updatedUnix = laterThan(e.updatedUnix);
+  commit(std::move(next), fileConfig, r);
   return r;
 }
 
@@ -245,7 +262,7 @@ KeyChangeResult KeyRegistry::revoke(const std::string& name, const config::Confi
   std::lock_guard lock(mutex_);
   const config::Key* file = fileKey(fileConfig, name);
   auto it = entries_.find(name);
-  if (!file && (it == entries_.end() || it->second.fromFile || it->second.revoked)) {
+  if (!file && !liveApiKey(it)) {
     r.error = KeyChangeError{404, "no key is named '" + name + "'", "key_not_found"};
     return r;
   }
@@ -257,18 +274,14 @@ KeyChangeResult KeyRegistry::revoke(const std::string& name, const config::Confi
     gone.revoked = true;
     gone.settings = "{}";
     gone.previous.clear();
-    gone.updatedUnix = std::max(nowUnix(), gone.updatedUnix + 1);
+    gone.updatedUnix = laterThan(gone.updatedUnix);
     return r;
   }
   Entry& e = entries_[name];
-  if (it == entries_.end()) {
-    e.fromFile = true;
-    e.settings = "{}";
-    e.createdUnix = nowUnix();
-  }
+  if (it == entries_.end()) startOverlay(e);
   e.revoked = true;
   e.previous.clear();
-  e.updatedUnix = std::max(nowUnix(), e.updatedUnix + 1);
+  e.updatedUnix = laterThan(e.updatedUnix);
   return r;
 }
 
@@ -279,7 +292,7 @@ KeyChangeResult KeyRegistry::rotate(const std::string& name, std::int64_t graceS
   std::lock_guard lock(mutex_);
   const config::Key* file = fileKey(fileConfig, name);
   auto it = entries_.find(name);
-  if (!file && (it == entries_.end() || it->second.fromFile || it->second.revoked)) {
+  if (!file && !liveApiKey(it)) {
     r.error = KeyChangeError{404, "no key is named '" + name + "'", "key_not_found"};
     return r;
   }
@@ -290,11 +303,7 @@ KeyChangeResult KeyRegistry::rotate(const std::string& name, std::int64_t graceS
   }
   Entries next = entries_;
   Entry& e = next[name];
-  if (file && it == entries_.end()) {
-    e.fromFile = true;
-    e.settings = "{}";
-    e.createdUnix = nowUnix();
-  }
+  if (file && it == entries_.end()) startOverlay(e);
   json settings = json::parse(e.settings);
   std::string oldDigest = settings.contains("sha256") ? settings["sha256"].get<std::string>()
                                                       : (file ? file->sha256 : std::string());
@@ -304,15 +313,8 @@ KeyChangeResult KeyRegistry::rotate(const std::string& name, std::int64_t graceS
   e.previous = unexpired(e.previous);
   if (graceSeconds > 0 && !oldDigest.empty())
     e.previous.push_back(config::PreviousDigest{oldDigest, nowUnix() + graceSeconds});
-  e.updatedUnix = std::max(nowUnix(), e.updatedUnix + 1);
-  try {
-    merge(next, fileConfig);
-  } catch (const std::exception& ex) {
-    r.secret.clear();
-    r.error = KeyChangeError{400, ex.what(), "invalid_key"};
-    return r;
-  }
-  entries_ = std::move(next);
+  e.updatedUnix = laterThan(e.updatedUnix);
+  commit(std::move(next), fileConfig, r);
   return r;
 }
 

@@ -236,25 +236,22 @@ void H2Stream::peerClosed(std::uint32_t errorCode) {
 void H2Stream::completeAfterHandler() {
   if (closed) return;
   if (!started_) {
-    ResponseHead head = sessionErrorHead(500, exchange.head.headers.get("x-request-id"));
-    std::string body = openAiErrorJson("the gateway failed to produce a response", "server_error",
-                                       "internal_error");
-    started_ = true;
-    bodyDone_ = true;
-    std::size_t length = body.size();
-    const bool withBody = hasBody(head.status, exchange.head.method);
-    if (withBody) pending_ = std::move(body);
-    submit(head, withBody, length);
+    answerWhole(sessionErrorHead(500, exchange.head.headers.get("x-request-id")),
+                openAiErrorJson("the gateway failed to produce a response", "server_error",
+                                "internal_error"));
   } else if (!bodyDone_) {
     abort();
   }
 }
 
 void H2Stream::reject(int status, std::string message, std::string_view code) {
-  ResponseHead head = sessionErrorHead(status, exchange.head.headers.get("x-request-id"));
-  std::string body = sessionErrorBody(message, code);
   answered = true;
   rejected = true;
+  answerWhole(sessionErrorHead(status, exchange.head.headers.get("x-request-id")),
+              sessionErrorBody(message, code));
+}
+
+void H2Stream::answerWhole(const ResponseHead& head, std::string body) {
   started_ = true;
   bodyDone_ = true;
   std::size_t length = body.size();

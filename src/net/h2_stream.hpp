@@ -102,6 +102,8 @@ class H2Stream final : public ResponseSink, public BodySource {
   std::chrono::steady_clock::time_point lastSent{};
 
  private:
+  // A whole response of the session's own: its head and (unless HEAD) body.
+  void answerWhole(const ResponseHead& head, std::string body);
   static ssize_t readBody(nghttp2_session*, std::int32_t, std::uint8_t* buf, std::size_t length,
                           std::uint32_t* flags, nghttp2_data_source* source, void*);
   bool submit(const ResponseHead& head, bool withBody, std::size_t contentLength);

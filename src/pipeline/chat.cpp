@@ -29,7 +29,7 @@ unsigned hopsOf(const Headers& headers) {
 
 void addOutcomeHeaders(Headers& h, const Forwarded& f, const ChatRecord& record,
                        const Snapshot& snap) {
-  h.add("x-relay-attempts", std::to_string(record.attempts));
+  h.add("x-relay-attempts", std::to_string(record.upstreamSide().attempts));
   if (f.response || f.answeredBy) {
     const std::string& region = snap.catalog.upstreams()[f.upstream].config->region;
     if (!region.empty()) h.add("x-relay-region", region);
@@ -45,7 +45,7 @@ void addOutcomeHeaders(Headers& h, const Forwarded& f, const ChatRecord& record,
   }
   if (f.response) {
     h.add("x-relay-upstream", snap.catalog.upstreams()[f.upstream].name);
-    if (f.route != record.plan->route) h.add("x-relay-fallback-model", f.route->model);
+    if (f.route != record.plan()->route) h.add("x-relay-fallback-model", f.route->model);
     if (const std::string* id = f.response->headers().find("x-request-id"))
       h.add("x-upstream-request-id", *id);
   } else if (f.answeredBy) {
@@ -68,21 +68,20 @@ net::Task<void> deliverJson(net::ResponseSink& sink, Forwarded& f, Headers heade
                      upstream::describe(f.response->failure()),
                  "server_error", "upstream_unavailable"};
     err.traceId = record.trace().traceId;
-    record.status = 502;
-    record.errorCode = err.code;
+    record.answered(502, err.code);
     co_await respondError(sink, std::move(headers), std::move(err));
     co_return;
   }
   if (auto usage = sse::extractBodyUsage(body))
-    record.usage = *usage;
+    record.reported(*usage);
   else
-    record.outputEstimate = body.size() / 4;
+    record.estimatedOutput(body.size() / 4);
   net::ResponseHead head;
   head.status = f.response->status();
   head.headers = std::move(headers);
   std::string_view type = f.response->headers().get("content-type");
   head.headers.add("content-type", type.empty() ? "application/json" : type);
-  record.status = head.status;
+  record.answered(head.status);
   // Settled before the caller can see the answer: its next request must find
   // this one's tokens and spend already counted (it may land on another worker).
   record.settle();
@@ -118,7 +117,7 @@ net::Task<void> deliverStream(Worker& worker, net::ResponseSink& sink, Forwarded
   head.headers.add("cache-control", "no-cache");
   head.headers.add("x-accel-buffering", "no");
   head.withFirstBytes = true;  // the first events follow: one write, not two
-  record.status = head.status;
+  record.answered(head.status);
   if (!co_await sink.start(std::move(head))) co_return;
 
   OpenStream registered(worker, f.response.get());
@@ -151,7 +150,7 @@ net::Task<void> deliverStream(Worker& worker, net::ResponseSink& sink, Forwarded
     record.addWait(SteadyClock::now() - w0);  // the caller's pace, not ours
     if (!written) co_return;  // caller gone: the upstream request is dropped with `f`
   }
-  if (transform.usage()) record.usage = *transform.usage();
+  if (transform.usage()) record.reported(*transform.usage());
   std::string why;
   if (worker.shuttingDown() && f.response->failure()) {
     why = "the gateway is shutting down and its drain time ran out; the stream was ended early";
@@ -171,7 +170,7 @@ net::Task<void> deliverStream(Worker& worker, net::ResponseSink& sink, Forwarded
   if (!why.empty()) {
     if (!worker.shuttingDown())
       (*snap.upstreamStates)[f.upstream].health().noteLateFailure(SteadyClock::now());
-    record.errorCode = "upstream_stream_interrupted";
+    record.endedWithError("upstream_stream_interrupted");
   }
   // Settled before the stream's end reaches the caller (see deliverJson).
   record.settle();
@@ -204,22 +203,12 @@ void publishRefusal(const Snapshot& snap, const ChatRecord& record, const ChatPl
   if (!snap.eventsWanted() || !plan.tenant) return;
   if (*plan.refusal == telemetry::RefusalReason::kSharedState) return;  // not the key's limit
   RelayEvent e;
-  const bool budget = *plan.refusal == telemetry::RefusalReason::kBudget;
-  e.kind = budget ? "budget.exceeded" : "request.rate_limited";
+  describeRefusal(e, *plan.refusal, refused);
   e.requestId = record.requestId();
   e.traceId = record.trace().traceId;
   e.key = plan.tenant->name;
   e.node = record.nodeHeader();
   e.model = plan.fields.model;
-  e.reason = budget                                                    ? std::string_view("budget")
-             : *plan.refusal == telemetry::RefusalReason::kConcurrency ? "concurrency"
-             : *plan.refusal == telemetry::RefusalReason::kTokens      ? "tokens"
-                                                                       : "requests";
-  e.message = refused.message;
-  std::string_view ms = refused.headers.get("retry-after-ms");
-  std::int64_t wait = 0;
-  if (!ms.empty() && std::from_chars(ms.data(), ms.data() + ms.size(), wait).ec == std::errc())
-    e.retryAfterMs = wait;
   snap.publish(e);
 }
 
@@ -272,11 +261,10 @@ net::Task<void> handleModelRequest(Worker& worker, net::Exchange& ex, ModelApi a
       refused = std::move(admitted.refusal);
     }
   }
-  record.plan = &plan;
+  record.planned(plan);
   if (ex.response->clientGone()) co_return;
   if (refused) {
-    record.status = refused->status;
-    record.errorCode = refused->code;
+    record.answered(refused->status, refused->code);
     refused->traceId = record.trace().traceId;
     if (plan.refusal) {
       snap.telemetry->refusal(*plan.refusal);
@@ -292,17 +280,15 @@ net::Task<void> handleModelRequest(Worker& worker, net::Exchange& ex, ModelApi a
   if (!f.response) {
     if (sink.clientGone()) co_return;
     ErrorAnswer& e = *f.error;
-    if (f.answeredBy) record.upstream = f.upstream;
-    record.status = e.status;
-    record.errorCode = e.code;
+    if (f.answeredBy) record.answeredBy(f.upstream);
+    record.answered(e.status, e.code);
     for (const HeaderField& h : e.headers)
       base.add(h.name, h.value);
     addTraceIdToError(e.body, record.trace().traceId);
     co_await respondJson(sink, e.status, std::move(base), std::move(e.body));
     co_return;
   }
-  record.upstream = f.upstream;
-  record.servedRoute = f.route;
+  record.answeredBy(f.upstream, f.route);
   if (plan.fields.stream) {
     co_await deliverStream(worker, sink, f, std::move(base), record, snap,
                            plan.fields.includeUsage.value_or(false));

@@ -249,7 +249,7 @@ class Forwarder {
   // failover when it changes upstream within the same model, and routed.
   void countAttempt(const upstream::ModelRoute& route, std::size_t u) {
     history_.recordAttempt(u);
-    req_.record.attempts = history_.attempts();
+    req_.record.attempted(history_.attempts());
     if (history_.attempts() > 1 && !tried_.empty()) {
       const Tried& failed = tried_.back();
       auto from = static_cast<std::uint32_t>(failed.index);
@@ -403,8 +403,8 @@ class Forwarder {
       worker_.observeLatency(snap_, u, static_cast<double>(snap_.config.timeouts.firstByteMs),
                              headAt);
     }
-    req_.record.upstreamUs =
-        std::chrono::duration_cast<std::chrono::microseconds>(headAt - sent).count();
+    req_.record.headAfter(
+        std::chrono::duration_cast<std::chrono::microseconds>(headAt - sent).count());
   }
 
   // Success: the 2xx head, with the lease that holds the upstream's slot.

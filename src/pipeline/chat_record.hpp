@@ -33,22 +33,50 @@ class ChatRecord {
   // The caller's X-Node-Id as sent (at most 64 bytes), for events.
   std::string_view nodeHeader() const;
 
-  // Filled as the exchange goes.
-  ChatPlan* plan = nullptr;                           // set once planChat() ran
-  int status = 0;                                     // sent to the caller; 0 = none yet
-  std::string errorCode;                              // OpenAI code of an error answer
-  std::optional<std::size_t> upstream;                // the upstream that answered
-  const upstream::ModelRoute* servedRoute = nullptr;  // set when a fallback model answered
-  unsigned attempts = 0;
-  std::int64_t upstreamUs = -1;      // final attempt: request sent -> response head
-  std::optional<sse::Usage> usage;   // as the upstream reported it
-  std::uint64_t outputEstimate = 0;  // completion tokens counted when usage is missing
+  // Each stage hands the record its own piece, through one call each; the
+  // record is read only by settle() (and the few getters below).
+  //
+  // The request: what the caller asked and what admission decided (key,
+  // route, estimates, ticket). Set once, by the handler, when planChat() ran.
+  void planned(ChatPlan& plan) { plan_ = &plan; }
+  const ChatPlan* plan() const { return plan_; }
+
+  // The upstream side (the forwarder and the handler): attempts made, the
+  // final attempt's time to a response head, and who answered with which
+  // model (a fallback route when it differs from the plan's).
+  struct UpstreamSide {
+    unsigned attempts = 0;
+    std::int64_t headUs = -1;  // final attempt: request sent -> response head
+    std::optional<std::size_t> upstream;
+    const upstream::ModelRoute* route = nullptr;
+  };
+  void attempted(unsigned attempts) { upstream_.attempts = attempts; }
+  void headAfter(std::int64_t us) { upstream_.headUs = us; }
+  void answeredBy(std::size_t upstream, const upstream::ModelRoute* route = nullptr) {
+    upstream_.upstream = upstream;
+    upstream_.route = route;
+  }
+  const UpstreamSide& upstreamSide() const { return upstream_; }
+
+  // What the caller was answered: a status, and for an error (or a stream
+  // ended by an error event) its OpenAI code.
+  void answered(int status, std::string_view errorCode = {}) {
+    status_ = status;
+    errorCode_ = errorCode;
+  }
+  void endedWithError(std::string_view errorCode) { errorCode_ = errorCode; }
+
+  // Tokens: as the upstream reported them, or counted while relaying when it
+  // reports none (completion tokens only; the prompt estimate stands in).
+  void reported(const sse::Usage& usage) { usage_ = usage; }
+  void estimatedOutput(std::uint64_t completionTokens) { outputEstimate_ = completionTokens; }
 
   void firstByteSent();  // time to first token of a stream
   // Time spent waiting on the upstream or on the caller's window, excluded
   // from the gateway's own overhead.
   void addWait(SteadyClock::duration d) { waited_ += d; }
-  // Tokens the caller has received so far (for a stream cut short).
+  // Tokens the caller has received so far (for a stream cut short): counted,
+  // and the key's reservation told.
   void producedSoFar(std::uint64_t completionTokens);
 
   // Idempotent; the destructor calls it.
@@ -59,6 +87,9 @@ class ChatRecord {
   void publishFinished(const telemetry::RequestRecord& r,
                        const telemetry::Settlement& settled) const;
 
+  telemetry::RequestRecord describe(SteadyClock::time_point now) const;
+  void chargeKey(const telemetry::RequestRecord& r, const telemetry::Settlement& settled);
+
   const Snapshot& snapshot_;
   const net::Exchange& exchange_;
   std::string requestId_;
@@ -66,6 +97,12 @@ class ChatRecord {
   SteadyClock::time_point start_;
   std::optional<SteadyClock::time_point> firstByte_;
   SteadyClock::duration waited_{};
+  ChatPlan* plan_ = nullptr;
+  UpstreamSide upstream_;
+  int status_ = 0;  // sent to the caller; 0 = none yet
+  std::string errorCode_;
+  std::optional<sse::Usage> usage_;
+  std::uint64_t outputEstimate_ = 0;
   bool settled_ = false;
 };
 

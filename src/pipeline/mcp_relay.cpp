@@ -294,16 +294,8 @@ net::Task<std::optional<McpRefusal>> McpExchange::admit() {
   const telemetry::RefusalReason reason = *admitted.reason;
   snapshot_->telemetry->refusal(reason);
   if (snapshot_->eventsWanted() && reason != telemetry::RefusalReason::kSharedState) {
-    const bool budget = reason == telemetry::RefusalReason::kBudget;
-    RelayEvent e = event(budget ? "budget.exceeded" : "request.rate_limited");
-    e.reason = budget                                             ? std::string_view("budget")
-               : reason == telemetry::RefusalReason::kConcurrency ? "concurrency"
-                                                                  : "requests";
-    e.message = refused.message;
-    std::string_view ms = refused.headers.get("retry-after-ms");
-    std::int64_t wait = 0;
-    if (!ms.empty() && std::from_chars(ms.data(), ms.data() + ms.size(), wait).ec == std::errc())
-      e.retryAfterMs = wait;
+    RelayEvent e = event("");
+    describeRefusal(e, reason, refused);
     snapshot_->publish(e);
   }
   McpRefusal r{refused.status, kRpcTransportError, std::move(refused.message),

@@ -2,10 +2,26 @@
 
 #include <arpa/inet.h>
 #include <array>
+#include <charconv>
 
 #include "relay/config/parse.hpp"
 
 namespace relay::pipeline {
+
+void describeRefusal(RelayEvent& e, telemetry::RefusalReason why, const ApiError& refused) {
+  using telemetry::RefusalReason;
+  const bool budget = why == RefusalReason::kBudget;
+  e.kind = budget ? "budget.exceeded" : "request.rate_limited";
+  e.reason = budget                               ? std::string_view("budget")
+             : why == RefusalReason::kConcurrency ? "concurrency"
+             : why == RefusalReason::kTokens      ? "tokens"
+                                                  : "requests";
+  e.message = refused.message;
+  std::string_view ms = refused.headers.get("retry-after-ms");
+  std::int64_t wait = 0;
+  if (!ms.empty() && std::from_chars(ms.data(), ms.data() + ms.size(), wait).ec == std::errc())
+    e.retryAfterMs = wait;
+}
 
 std::optional<ApiError> authenticate(const admission::KeyStore& keys, const Headers& headers,
                                      const admission::Tenant*& tenant) {

@@ -167,21 +167,30 @@ void HealthTracker::onFailure(HealthTicket& ticket, SteadyTime now) {
     } else {
       return;  // already ejected: stale results and last-resort picks change nothing
     }
-    if (eject) {
-      next.phase = kEjected;
-      next.streak = std::min(s.streak + 1, kMaxStreak);
-      next.failures = 0;
-      next.deadline = clampMs(static_cast<std::int64_t>(nowMs) +
-                              ejectionTime(static_cast<unsigned>(next.streak)).count());
-    }
-    if (word_.compare_exchange_weak(w, encode(next), std::memory_order_acq_rel)) {
-      if (eject) {
-        ejections_.fetch_add(1, std::memory_order_relaxed);
-        lastEjectedMs_.store(static_cast<std::int64_t>(nowMs), std::memory_order_relaxed);
-      }
+    const std::uint64_t nextWord = eject ? ejectedWord(w, nowMs) : encode(next);
+    if (word_.compare_exchange_weak(w, nextWord, std::memory_order_acq_rel)) {
+      if (eject) countEjection(nowMs);
       return;
     }
   }
+}
+
+// The state word an ejection at nowMs moves `w` to: ejected, one more in the
+// streak, failures reset, until the streak's ejection time has passed.
+std::uint64_t HealthTracker::ejectedWord(std::uint64_t w, std::uint64_t nowMs) const {
+  const State s = decode(w);
+  State next = s;
+  next.phase = kEjected;
+  next.streak = std::min(s.streak + 1, kMaxStreak);
+  next.failures = 0;
+  next.deadline = clampMs(static_cast<std::int64_t>(nowMs) +
+                          ejectionTime(static_cast<unsigned>(next.streak)).count());
+  return encode(next);
+}
+
+void HealthTracker::countEjection(std::uint64_t nowMs) {
+  ejections_.fetch_add(1, std::memory_order_relaxed);
+  lastEjectedMs_.store(static_cast<std::int64_t>(nowMs), std::memory_order_relaxed);
 }
 
 void HealthTracker::noteLateFailure(SteadyTime now) {
@@ -196,15 +205,8 @@ void HealthTracker::ejectNow(SteadyTime now) {
   for (;;) {
     const State s = decode(w);
     if (s.phase != kHealthy) return;
-    State next = s;
-    next.phase = kEjected;
-    next.streak = std::min(s.streak + 1, kMaxStreak);
-    next.failures = 0;
-    next.deadline = clampMs(static_cast<std::int64_t>(nowMs) +
-                            ejectionTime(static_cast<unsigned>(next.streak)).count());
-    if (word_.compare_exchange_weak(w, encode(next), std::memory_order_acq_rel)) {
-      ejections_.fetch_add(1, std::memory_order_relaxed);
-      lastEjectedMs_.store(static_cast<std::int64_t>(nowMs), std::memory_order_relaxed);
+    if (word_.compare_exchange_weak(w, ejectedWord(w, nowMs), std::memory_order_acq_rel)) {
+      countEjection(nowMs);
       return;
     }
   }

@@ -114,6 +114,11 @@ class KeyRegistry {
   static nlohmann::json entryToJson(const Entry& e);
   static std::string entryFromJson(const std::string& name, const nlohmann::json& v, Entry& e);
   static const config::Key* fileKey(const config::Config& cfg, const std::string& name);
+  static bool parseJsonBody(const std::string& text, nlohmann::json& out, KeyChangeResult& r);
+  bool liveApiKey(Entries::const_iterator it) const;
+  static void startOverlay(Entry& e);
+  static std::int64_t laterThan(std::int64_t previous);
+  void commit(Entries next, const config::Config& fileConfig, KeyChangeResult& r);
 
   std::string path_;
   mutable std::mutex mutex_;

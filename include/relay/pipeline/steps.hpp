@@ -10,7 +10,9 @@
 #include "relay/common/headers.hpp"
 #include "relay/config/config.hpp"
 #include "relay/net/exchange.hpp"
+#include "relay/pipeline/events.hpp"
 #include "relay/pipeline/respond.hpp"
+#include "relay/telemetry/record.hpp"
 
 namespace relay::pipeline {
 
@@ -32,5 +34,10 @@ Headers forwardableHeaders(const Headers& callerHeaders, ForwardFor kind,
 // the caller's own X-Forwarded-For only when the peer is a trusted proxy
 // (server.trusted_proxies); from anyone else the caller's value is dropped.
 std::string forwardedFor(const net::RequestHead& head, const std::vector<config::Cidr>& trusted);
+
+// The part of a request.rate_limited / budget.exceeded event that says why:
+// kind, reason ("budget", "concurrency", "tokens", "requests"), the refusal's
+// message and its Retry-After in ms. The strings stay owned by `refused`.
+void describeRefusal(RelayEvent& e, telemetry::RefusalReason why, const ApiError& refused);
 
 }  // namespace relay::pipeline

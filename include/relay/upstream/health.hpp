@@ -124,6 +124,8 @@ class HealthTracker {
  private:
   friend class HealthTicket;
   void release(HealthTicket& ticket);
+  std::uint64_t ejectedWord(std::uint64_t w, std::uint64_t nowMs) const;
+  void countEjection(std::uint64_t nowMs);
 
   const HealthOptions options_;
   // phase | ejection streak | consecutive failures | deadline (ms): see health.cpp.

@@ -197,7 +197,7 @@ class Fixture {
                             out = std::move(f);
                           });
     io.run();
-    attempts = record.attempts;
+    attempts = record.upstreamSide().attempts;
     return std::move(*out);
   }
 
