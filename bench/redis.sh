@@ -12,32 +12,11 @@
 # the relay's CPU per request, Redis's CPU per request, and the latency
 # percentiles; plus the hot key's admission round trip as Redis saw it.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-bin=${BUILD_DIR:-build}
-duration=${DURATION:-10}
-warmup=${WARMUP:-2}
-
-for tool in h2load taskset redis-server; do
-  command -v "$tool" >/dev/null || { echo "bench: $tool missing (scripts/install-deps.sh)" >&2; exit 1; }
-done
-[[ -x $bin/kimi-relay && -x $bin/kimi-relay-mock ]] || scripts/build.sh
-
-work=$(mktemp -d)
-pids=()
-cleanup() {
-  kill "${pids[@]}" 2>/dev/null || true
-  wait 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
+source "$(dirname "$0")/lib.sh"
+bench_need h2load taskset redis-server
+bench_start
 
 mock_port=28181 relay_port=28180 redis_port=28179
-key=kr-bench-key-not-secret
-key_sha=$(printf %s "$key" | sha256sum | cut -d' ' -f1)
-upstream_key=bench-upstream-key
-cat >"$work/body.json" <<'EOF'
-{"model":"kimi-k2","messages":[{"role":"system","content":"You are a planner in an agent swarm. Answer briefly."},{"role":"user","content":"Split the task 'summarise the quarterly report and draft three follow-up emails' into subtasks for worker agents."}],"temperature":0.6,"max_tokens":256}
-EOF
 
 taskset -c 0 "$bin/kimi-relay-mock" --listen 127.0.0.1:$mock_port --name bench --api-key "$upstream_key" \
   --workers 1 --no-record >"$work/mock.log" 2>&1 &

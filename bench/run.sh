@@ -14,24 +14,17 @@
 # per request (utime+stime from /proc/PID/stat); requests/s alone can hide the
 # generator's core being the limit.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-root=$PWD
-bin=${BUILD_DIR:-build}
-duration=${DURATION:-10}
-warmup=${WARMUP:-2}
+source "$(dirname "$0")/lib.sh"
 only=${ONLY:-}
 compare=
 if [[ ${1:-} == --compare ]]; then
   compare=${2:?--compare needs a git revision}
 fi
 
-for tool in h2load taskset; do
-  command -v "$tool" >/dev/null || { echo "bench: $tool missing (apt-get install nghttp2-client util-linux)" >&2; exit 1; }
-done
+bench_need h2load taskset
 if [[ -z $only ]] && ! command -v nginx >/dev/null; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -q nginx-light >/dev/null
 fi
-[[ -x $bin/kimi-relay && -x $bin/kimi-relay-mock ]] || scripts/build.sh
 ref_bin=
 if [[ -n $compare ]]; then
   ref_sha=$(git rev-parse --short "$compare")
@@ -46,27 +39,13 @@ if [[ -n $compare ]]; then
   fi
 fi
 
-work=$(mktemp -d)
-pids=()
-cleanup() {
-  kill "${pids[@]}" 2>/dev/null || true
+bench_cleanup_extra() {
   [[ -f $work/nginx.pid ]] && kill "$(cat "$work/nginx.pid" 2>/dev/null)" 2>/dev/null || true
-  wait 2>/dev/null || true
-  rm -rf "$work"
 }
-trap cleanup EXIT
+bench_start
 
 mock_port=28081 relay_port=28080 relay_tls_port=28083 nginx_port=28082 hot_port=28084
 burst_port=28085 nginx_burst_port=28086 ref_port=28087
-key=kr-bench-key-not-secret
-key_sha=$(printf %s "$key" | sha256sum | cut -d' ' -f1)
-upstream_key=bench-upstream-key
-
-# A ~300-byte chat request, JSON and streamed.
-cat >"$work/body.json" <<'EOF'
-{"model":"kimi-k2","messages":[{"role":"system","content":"You are a planner in an agent swarm. Answer briefly."},{"role":"user","content":"Split the task 'summarise the quarterly report and draft three follow-up emails' into subtasks for worker agents."}],"temperature":0.6,"max_tokens":256}
-EOF
-sed 's/"max_tokens":256}/"max_tokens":256,"stream":true}/' "$work/body.json" >"$work/stream.json"
 
 # A throwaway certificate for the TLS runs.
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 1 \

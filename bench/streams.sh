@@ -9,26 +9,14 @@
 #   bench/streams.sh
 #   H2_STREAMS=10000 H1_STREAMS=9000 STREAM_SECONDS=20 bench/streams.sh
 set -euo pipefail
-cd "$(dirname "$0")/.."
-bin=${BUILD_DIR:-build}
+source "$(dirname "$0")/lib.sh"
 h2_streams=${H2_STREAMS:-10000}
 h1_streams=${H1_STREAMS:-9000}
 seconds=${STREAM_SECONDS:-20}
-command -v h2load >/dev/null || { echo "bench: h2load missing (apt-get install nghttp2-client)" >&2; exit 1; }
-[[ -x $bin/kimi-relay && -x $bin/kimi-relay-mock ]] || scripts/build.sh
-
-work=$(mktemp -d)
-pids=()
-cleanup() {
-  kill "${pids[@]}" 2>/dev/null || true
-  wait 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
+bench_need h2load
+bench_start
 
 mock_port=28281 fast_port=28282 relay_port=28280
-key=kr-bench-key-not-secret
-key_sha=$(printf %s "$key" | sha256sum | cut -d' ' -f1)
 ulimit -n "$(ulimit -Hn)"
 "$bin/kimi-relay-mock" --listen 127.0.0.1:$mock_port --api-key up --workers 2 --no-record \
   --chunks "$seconds" --chunk-delay-ms 1000 >"$work/mock.log" 2>&1 &

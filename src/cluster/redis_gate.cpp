@@ -15,6 +15,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <spdlog/spdlog.h>
 
+#include "gate_core.hpp"
 #include "redis_link.hpp"
 #include "relay/admission/clock.hpp"
 #include "relay/pipeline/snapshot.hpp"
@@ -31,71 +32,6 @@ using pipeline::GateResult;
 using pipeline::GateTicket;
 
 namespace {
-
-class RedisTicket;
-
-// Spend admitted by local fallbacks whose charge has not reached Redis yet,
-// per key, across every worker of the process. A replica's spend floor
-// leaves it out, so a floor and the replayed charge never count it twice.
-class OutageSpend {
- public:
-  void add(const std::string& key, const BudgetAsk& cost) {
-    std::lock_guard lock(mutex_);
-    BudgetAsk& p = pending_[key];
-    p.usd += cost.usd;
-    p.inputTokens += cost.inputTokens;
-    p.outputTokens += cost.outputTokens;
-    entries_.store(pending_.size(), std::memory_order_release);
-  }
-  void sub(const std::string& key, const BudgetAsk& cost) {
-    std::lock_guard lock(mutex_);
-    auto it = pending_.find(key);
-    if (it == pending_.end()) return;
-    it->second.usd -= cost.usd;
-    it->second.inputTokens -= cost.inputTokens;
-    it->second.outputTokens -= cost.outputTokens;
-    if (it->second.usd <= 0 && it->second.inputTokens == 0 && it->second.outputTokens == 0)
-      pending_.erase(it);
-    entries_.store(pending_.size(), std::memory_order_release);
-  }
-  bool empty() const { return entries_.load(std::memory_order_acquire) == 0; }
-  // What `seen` includes that Redis has not been sent yet, taken out.
-  admission::BudgetUsage floorOf(const std::string& key, admission::BudgetUsage seen) {
-    if (entries_.load(std::memory_order_acquire) == 0) return seen;  // no outage: no lock
-    std::lock_guard lock(mutex_);
-    auto it = pending_.find(key);
-    if (it == pending_.end()) return seen;
-    seen.spent = std::max<admission::NanoUsd>(0, seen.spent - it->second.usd);
-    seen.inputTokens -= std::min(seen.inputTokens, it->second.inputTokens);
-    seen.outputTokens -= std::min(seen.outputTokens, it->second.outputTokens);
-    return seen;
-  }
-
- private:
-  std::mutex mutex_;
-  std::unordered_map<std::string, BudgetAsk> pending_;
-  std::atomic<std::size_t> entries_{0};
-};
-
-OutageSpend& outageSpend() {
-  static OutageSpend spend;
-  return spend;
-}
-
-// What a worker's gate and its tickets share (a ticket may outlive the gate
-// at exit).
-struct GateCore {
-  GateCore(asio::io_context& context, const config::Cluster& c) : cluster(c), renewTimer(context) {}
-  std::shared_ptr<RedisLink> link;
-  config::Cluster cluster;
-  std::string idPrefix;
-  std::uint64_t counter = 0;
-  std::unordered_set<RedisTicket*> live;  // leases to renew
-  asio::steady_timer renewTimer;
-  bool stopped = false;
-
-  std::string nextId() { return idPrefix + std::to_string(++counter); }
-};
 
 // A key's static script arguments, from its config.
 struct KeyArgs {
@@ -161,6 +97,9 @@ RedisLink::OnReply crossedHandler(pipeline::BudgetCrossed crossed) {
   };
 }
 
+}  // namespace
+
+// Declared in gate_core.hpp (the renew loop holds the live ones).
 class RedisTicket final : public GateTicket {
  public:
   RedisTicket(std::shared_ptr<GateCore> core, KeyArgs key, std::string member,
@@ -209,6 +148,8 @@ class RedisTicket final : public GateTicket {
   BudgetAsk usedCost_;
   bool settled_ = false;
 };
+
+namespace {
 
 // An admission that holds nothing in Redis (no slot, budget or tokens).
 class NothingToSettle final : public GateTicket {
@@ -422,115 +363,6 @@ class RedisKeyGate final : public pipeline::KeyGate {
       if (!core->link->ready()) continue;
       for (RedisTicket* t : core->live)
         core->link->send(t->renewCommand(), false);
-    }
-  }
-
-  // Runtime keys: when kr:keys:version moves (or on the first poll after
-  // each connect), the whole kr:keys hash goes to `changed`.
-  static net::Task<void> keysPollLoop(
-      std::shared_ptr<GateCore> core,
-      std::function<void(std::map<std::string, std::string>)> changed) {
-    asio::steady_timer timer(co_await asio::this_coro::executor);
-    std::optional<std::string> seen;
-    while (!core->stopped) {
-      timer.expires_after(kKeysPollInterval);
-      boost::system::error_code ec;
-      co_await timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
-      if (core->stopped) co_return;
-      if (!core->link->ready()) {
-        seen.reset();  // after a reconnect, read everything again
-        continue;
-      }
-      std::string get;
-      appendCommand(get, {"GET", "kr:keys:version"});
-      RedisReply version = co_await core->link->call(std::move(get));
-      if (!version.ok()) continue;
-      std::string v = version.value.type == RespValue::Type::kNull ? "0" : version.value.text;
-      if (seen && *seen == v) continue;
-      std::string all;
-      appendCommand(all, {"HGETALL", "kr:keys"});
-      RedisReply entries = co_await core->link->call(std::move(all));
-      if (!entries.ok() || entries.value.type != RespValue::Type::kArray) continue;
-      std::map<std::string, std::string> out;
-      const auto& items = entries.value.items;
-      for (std::size_t i = 0; i + 1 < items.size(); i += 2)
-        out.emplace(items[i].text, items[i + 1].text);
-      seen = v;
-      changed(std::move(out));
-    }
-  }
-
-  // Once every worker's replayed outage charges have been applied (a floor
-  // sent before them would be lowered by nothing and then counted twice, or
-  // swallow them), pushes the floors.
-  static net::Task<void> floorsWhenReplayed(
-      std::shared_ptr<GateCore> core,
-      std::function<std::shared_ptr<const pipeline::Snapshot>()> current) {
-    asio::steady_timer timer(co_await asio::this_coro::executor);
-    for (int i = 0; i < 200 && !outageSpend().empty() && !core->stopped; ++i) {
-      timer.expires_after(std::chrono::milliseconds(50));
-      boost::system::error_code ec;
-      co_await timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
-    }
-    if (!core->stopped && core->link->ready()) pushFloors(*core, current());
-  }
-
-  // This process's view of every budgeted key's spend, as a floor for Redis's.
-  static void pushFloors(GateCore& core, const std::shared_ptr<const pipeline::Snapshot>& snap) {
-    if (!snap) return;
-    for (const admission::Tenant& t : snap->keys.tenants()) {
-      admission::Budget& budget = snap->budgets->budget(t.index);
-      const BudgetOptions& o = budget.options();
-      if (!o.usd && !o.maxInputTokens && !o.maxOutputTokens) continue;
-      const admission::BudgetUsage seen = outageSpend().floorOf(t.name, budget.settledSoFar());
-      if (seen.spent == 0 && seen.inputTokens == 0 && seen.outputTokens == 0) continue;
-      const auto seconds =
-          std::chrono::duration_cast<std::chrono::seconds>(seen.periodStart.time_since_epoch())
-              .count();
-      std::string cmd;
-      appendCommand(cmd,
-                    {"EVALSHA", core.link->sha(kFloorScript), "1",
-                     "kr:{" + t.name + "}:b:" + std::to_string(seconds), std::to_string(seen.spent),
-                     std::to_string(seen.inputTokens), std::to_string(seen.outputTokens)});
-      core.link->send(std::move(cmd), false);
-    }
-  }
-
-  // Every budgeted key's spend this period, as Redis has it, into the
-  // process's budgets (never lowering them).
-  static net::Task<void> budgetSyncLoop(
-      std::shared_ptr<GateCore> core,
-      std::function<std::shared_ptr<const pipeline::Snapshot>()> current) {
-    asio::steady_timer timer(co_await asio::this_coro::executor);
-    while (!core->stopped) {
-      timer.expires_after(kBudgetSyncInterval);
-      boost::system::error_code ec;
-      co_await timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
-      if (core->stopped) co_return;
-      if (!core->link->ready()) continue;
-      std::shared_ptr<const pipeline::Snapshot> snap = current();
-      if (!snap) continue;
-      for (const admission::Tenant& t : snap->keys.tenants()) {
-        admission::Budget& budget = snap->budgets->budget(t.index);
-        const BudgetOptions& o = budget.options();
-        if (!o.usd && !o.maxInputTokens && !o.maxOutputTokens) continue;
-        const admission::WallTime start = budget.settledSoFar().periodStart;
-        const auto seconds =
-            std::chrono::duration_cast<std::chrono::seconds>(start.time_since_epoch()).count();
-        std::string cmd;
-        appendCommand(
-            cmd, {"HMGET", "kr:{" + t.name + "}:b:" + std::to_string(seconds), "su", "si", "so"});
-        core->link->send(std::move(cmd), false,
-                         [snap, index = t.index, start](const RedisReply& r) {
-                           if (!r.ok() || r.value.items.size() != 3) return;
-                           admission::BudgetUsage shared{
-                               start, r.value.items[0].asInteger(0),
-                               static_cast<std::uint64_t>(r.value.items[1].asInteger(0)),
-                               static_cast<std::uint64_t>(r.value.items[2].asInteger(0))};
-                           snap->budgets->budget(index).raiseSpentTo(
-                               shared, admission::SystemClock::instance().wallNow());
-                         });
-      }
     }
   }
 

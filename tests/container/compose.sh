@@ -67,24 +67,9 @@ project=kr-compose-$$
 jobs=${JOBS:-1}
 work=$(mktemp -d)
 compose_log=$work/compose.log
-failures=0
+source tests/container/lib.sh
 declare -A took
 
-log() { printf '\n== %s\n' "$*"; }
-pass() { printf '   ok   %s\n' "$*"; }
-fail() {
-  printf '   FAIL %s\n' "$*" >&2
-  failures=$((failures + 1))
-}
-check() { # check DESCRIPTION COMMAND...
-  local what=$1
-  shift
-  if "$@"; then pass "$what"; else fail "$what"; fi
-}
-
-free_port() {
-  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
-}
 RELAY_A_PORT=$(free_port) RELAY_A_ADMIN_PORT=$(free_port) RELAY_B_PORT=$(free_port) RELAY_B_ADMIN_PORT=$(free_port)
 export RELAY_A_PORT RELAY_A_ADMIN_PORT RELAY_B_PORT RELAY_B_ADMIN_PORT
 # The example's values work as they are with the mock (and the demo keys).

@@ -51,19 +51,7 @@ jobs=${JOBS:-1}
 tag="kr-ct-$$"
 mock_name="$tag-mock" relay_name="$tag-relay"
 work=$(mktemp -d)
-failures=0
-
-log() { printf '\n== %s\n' "$*"; }
-pass() { printf '   ok   %s\n' "$*"; }
-fail() {
-  printf '   FAIL %s\n' "$*" >&2
-  failures=$((failures + 1))
-}
-check() { # check DESCRIPTION COMMAND...
-  local what=$1
-  shift
-  if "$@"; then pass "$what"; else fail "$what"; fi
-}
+source tests/container/lib.sh
 
 cleanup() {
   ce rm -f -t 0 "$relay_name" "$mock_name" >/dev/null 2>&1 || ce rm -f "$relay_name" "$mock_name" >/dev/null 2>&1 || true
@@ -71,10 +59,6 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# A TCP port on 127.0.0.1 nothing listens on (bound by the kernel, then released).
-free_port() {
-  node -e 'const s=require("net").createServer();s.listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})'
-}
 
 # ---------------------------------------------------------------------------
 log "build $image with ${engine[*]} (JOBS=$jobs)"
