@@ -375,7 +375,7 @@ class H1Session final : public ResponseSink,
     ex.response = this;
     started_ = finished_ = chunked_ = false;
     exchangeActive_ = true;
-    registration_.exchangeStarted();
+    std::optional<OpenExchange> open(std::in_place, registration_.registry());
     handlerRunning_ = true;
     try {
       co_await handler_(ex);
@@ -389,8 +389,8 @@ class H1Session final : public ResponseSink,
     // session, which the watchdog keeps alive). The cancellation was for the
     // handler only.
     co_await asio::this_coro::reset_cancellation_state();
-    registration_.exchangeEnded();
     co_await completeResponse(ex);
+    open.reset();  // the response is out (or the connection is gone)
     exchangeActive_ = false;
     // An unread (or half-read) body stands between us and the next request.
     if (!bodyComplete_) keepAlive_ = false;

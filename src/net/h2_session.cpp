@@ -444,13 +444,12 @@ class H2Session final : public H2Connection,
   Task<void> runHandler(std::int32_t id) {
     auto self = this->shared_from_this();
     H2Stream* st = find(id);
-    registration_.exchangeStarted();
+    st->open.emplace(registration_.registry());  // ends with the stream
     try {
       co_await handler_(st->exchange);
     } catch (const std::exception&) {
       // Cancellation (stream reset, connection gone) or a bug: settled below.
     }
-    registration_.exchangeEnded();
     st->completeAfterHandler();
     wakeWriter();
   }

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <boost/asio/any_io_executor.hpp>
@@ -14,6 +15,7 @@
 #include <nghttp2/nghttp2.h>
 
 #include "relay/net/exchange.hpp"
+#include "session_common.hpp"
 
 namespace relay::net {
 
@@ -90,6 +92,8 @@ class H2Stream final : public ResponseSink, public BodySource {
   bool headersTooLarge = false;  // over max_header_bytes: answered 431, never launched
   bool requestComplete = false;  // END_STREAM received
   bool answered = false;         // a handler was launched or a rejection sent
+  // Counts this exchange as open for the drain until the stream is gone.
+  std::optional<OpenExchange> open;
   bool handlerRunning = false;
   bool handlerFinished = false;
   bool rejected = false;         // answered by the session itself (413, 431)

@@ -92,16 +92,31 @@ class Registration {
   Registration(const Registration&) = delete;
   Registration& operator=(const Registration&) = delete;
   bool draining() const { return registry_ && registry_->draining; }
-  void exchangeStarted() {
-    if (registry_) registry_->activeExchanges.fetch_add(1, std::memory_order_relaxed);
-  }
-  void exchangeEnded() {
-    if (registry_) registry_->activeExchanges.fetch_sub(1, std::memory_order_relaxed);
-  }
+  SessionRegistry* registry() const { return registry_; }
 
  private:
   SessionRegistry* registry_;
   Drainable* session_;
+};
+
+// One exchange counted as open, which is what a drain waits for, for as long
+// as this lives. HTTP/1.1 holds it until the response's last byte was
+// written; HTTP/2 until the stream is gone, i.e. its last frame has left the
+// session (or the connection closed) — not merely when the handler returned
+// and its bytes were queued.
+class OpenExchange {
+ public:
+  explicit OpenExchange(SessionRegistry* registry) : registry_(registry) {
+    if (registry_) registry_->activeExchanges.fetch_add(1, std::memory_order_relaxed);
+  }
+  ~OpenExchange() {
+    if (registry_) registry_->activeExchanges.fetch_sub(1, std::memory_order_relaxed);
+  }
+  OpenExchange(const OpenExchange&) = delete;
+  OpenExchange& operator=(const OpenExchange&) = delete;
+
+ private:
+  SessionRegistry* registry_;
 };
 
 // Per connection: the listener's settings and the worker's registry.

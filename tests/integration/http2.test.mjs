@@ -549,6 +549,46 @@ describe('answers to HEAD over HTTP/2', () => {
 });
 
 describe('shutdown', () => {
+  test('the drain waits for an HTTP/2 answer to leave, not only for its handler to return', async () => {
+    // The client's window is shut: the handler returns with the whole answer
+    // queued in the session and nothing sent. A drain that counted the
+    // exchange as over at that point stopped the gateway within one poll
+    // (20 ms) and the answer was lost.
+    const relay = await startRelay(env.config);
+    let client;
+    try {
+      client = await openClient(H2C, { relay, h2Settings: { initialWindowSize: 0 } });
+      const reply = await client.request({
+        path: '/v1/chat/completions',
+        headers: auth,
+        body: chatRequest({ model: 'kimi-agent-swarm', messages: [{ role: 'user', content: 'held back' }] }),
+      });
+      assert.equal(reply.status, 200);
+      const chunks = [];
+      reply.stream.on('data', (d) => chunks.push(d));
+      const ended = new Promise((resolve, reject) => {
+        reply.stream.once('end', resolve);
+        reply.stream.once('error', reject);
+      });
+      relay.process.kill('SIGTERM');
+      await waitFor(() => relay.logs().includes('draining for up to'), { what: 'the drain to begin' });
+      // Ten drain polls' time: long enough for the old count to have stopped it.
+      await sleep(250);
+      assert.equal(relay.exitStatus(), null, 'the gateway stopped with an answer still unsent');
+      assert.equal(chunks.length, 0, 'no DATA can pass a shut window');
+      client.session.settings({ initialWindowSize: 65535 });
+      await ended;
+      const body = JSON.parse(Buffer.concat(chunks).toString('utf8'));
+      assert.equal(body.object, 'chat.completion');
+      assert.match(body.choices[0].message.content, /held back/);
+      await waitFor(() => relay.exitStatus(), { timeoutMs: 5000, what: 'the gateway to exit once the answer left' });
+      assert.equal(relay.exitStatus().code, 0, `exit ${JSON.stringify(relay.exitStatus())}`);
+    } finally {
+      await client?.close();
+      await relay.stop('SIGKILL');
+    }
+  });
+
   test('SIGTERM sends GOAWAY at once and lets the open stream finish', async () => {
     // A gateway of its own: this one is stopped.
     const relay = await startRelay(env.config);
