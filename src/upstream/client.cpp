@@ -4,6 +4,8 @@
 #include "relay/upstream/client.hpp"
 
 #include <array>
+#include <cerrno>
+#include <sys/socket.h>
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/connect.hpp>
@@ -201,6 +203,9 @@ class ResponseStreamImpl final : public ResponseStream {
       auto [wec] = co_await conn_->socket().async_wait(tcp::socket::wait_read, kTuple);
       if (wec) co_return fail(FailureKind::kReset, wec.message(), wec);
     }
+    // Room for a head and the body that often comes with it in one read
+    // (Beast reads what the buffer's capacity allows, at least 512 bytes).
+    conn_->buffer.reserve(Connection::kReadBytes);
     auto [ec, n] = co_await conn_->visit(
         [&](auto& s) { return http::async_read_header(s, conn_->buffer, parser_, kTuple); });
     if (ec) {
@@ -234,38 +239,58 @@ class ResponseStreamImpl final : public ResponseStream {
   const Failure& failure() const override { return failure_; }
 
   Task<bool> read(std::string& out) override {
+    std::size_t got = 0;
     while (!done_) {
+      // What is buffered first: a burst arrives as many chunks in one socket
+      // read, and one read() returns all of it.
+      if (auto ec = parseBuffered(out, got)) {
+        fail(FailureKind::kReset, ec.message(), ec);
+        co_return false;
+      }
       if (parser_.is_done()) {
-        finishBody();
-        break;
+        finishBody();  // the body's end came with these bytes (or before)
+        co_return got > 0;
+      }
+      if (got > 0) {
+        // Until the next read, time passes at the caller's pace (a slow
+        // reader, a closed window), not the upstream's: only the total
+        // deadline runs.
+        watchdog_.set(deadlines_.total, FailureKind::kTotalTimeout);
+        co_return true;
       }
       auto now = Clock::now();
       bool idleFirst = now + deadlines_.idle < deadlines_.total;
       watchdog_.set(earliest(now + deadlines_.idle, deadlines_.total),
                     idleFirst ? FailureKind::kIdleTimeout : FailureKind::kTotalTimeout);
-      // Body bytes land in the connection's scratch buffer, then only what
-      // arrived is appended (no zero-filled 16 KiB per read).
-      char* scratch = conn_->scratch.data();
-      parser_.get().body().data = scratch;
-      parser_.get().body().size = conn_->scratch.size();
-      auto [ec, n] = co_await conn_->visit(
-          [&](auto& s) { return http::async_read_some(s, conn_->buffer, parser_, kTuple); });
-      if (ec == http::error::need_buffer) ec = {};
-      if (!ec) ec = parseBuffered();
-      std::size_t got = conn_->scratch.size() - parser_.get().body().size;
-      out.append(scratch, got);
+      boost::system::error_code ec;
+      if (conn_->tls) {
+        // TLS may hold decrypted bytes the socket no longer signals: read
+        // through the stream, into the connection's buffer.
+        auto [rec, n] = co_await conn_->tls->async_read_some(
+            conn_->buffer.prepare(Connection::kReadBytes), kTuple);
+        conn_->buffer.commit(n);
+        if (n == 0) ec = rec;
+      } else {
+        // Plain TCP: wait for bytes holding no buffer (an open stream between
+        // events costs its socket only), then take what is there.
+        auto [wec] = co_await conn_->plain->async_wait(tcp::socket::wait_read, kTuple);
+        ec = wec ? wec : receiveAvailable(out, got);
+        if (ec == asio::error::would_block) continue;
+      }
+      if (ec == asio::error::eof && conn_->buffer.size() == 0) {
+        // A body that runs to the connection's close ends here; any other
+        // is cut short.
+        boost::system::error_code eofEc;
+        parser_.put_eof(eofEc);
+        if (eofEc) {
+          fail(FailureKind::kReset, eofEc.message(), eofEc);
+          co_return false;
+        }
+        continue;
+      }
       if (ec) {
         fail(FailureKind::kReset, ec.message(), ec);
         co_return false;
-      }
-      // Until the next read, time passes at the caller's pace (a slow reader,
-      // a closed window), not the upstream's: only the total deadline runs.
-      watchdog_.set(deadlines_.total, FailureKind::kTotalTimeout);
-      if (got > 0) {
-        // The body's end came with these bytes: the connection goes back to
-        // the pool now, and complete() tells the caller they were the last.
-        if (parser_.is_done()) finishBody();
-        co_return true;
       }
     }
     co_return false;
@@ -273,20 +298,67 @@ class ResponseStreamImpl final : public ResponseStream {
 
   bool complete() const override { return done_; }
 
-  // Parses the chunks already in the buffer (a burst arrives as many chunks
-  // in one socket read; Beast parses one per call) without waiting for more
-  // bytes: one read() then returns the whole burst, and says whether the
-  // body ended with it.
-  boost::system::error_code parseBuffered() {
-    while (!parser_.is_done() && conn_->buffer.size() > 0 && parser_.get().body().size > 0) {
-      boost::system::error_code ec;
-      std::size_t used = parser_.put(conn_->buffer.data(), ec);
-      conn_->buffer.consume(used);
-      if (ec == http::error::need_more || ec == http::error::need_buffer) return {};
-      if (ec) return ec;
-      if (used == 0) return {};
+  // Plain TCP: takes what the socket holds without blocking, into the worker
+  // thread's read buffer, and parses it from there; only what a parse leaves
+  // over (a partial chunk) is kept in the connection's buffer.
+  boost::system::error_code receiveAvailable(std::string& out, std::size_t& got) {
+    thread_local std::array<char, Connection::kReadBytes> incoming;
+    const ssize_t n =
+        ::recv(conn_->plain->native_handle(), incoming.data(), incoming.size(), MSG_DONTWAIT);
+    if (n == 0) return asio::error::eof;
+    if (n < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+        return asio::error::would_block;
+      return {errno, boost::system::system_category()};
     }
+    asio::const_buffer in(incoming.data(), static_cast<std::size_t>(n));
+    if (conn_->buffer.size() == 0) {
+      boost::system::error_code ec;
+      in += parse(in, out, got, ec);
+      if (ec) return ec;
+    }
+    if (in.size() > 0)
+      conn_->buffer.commit(asio::buffer_copy(conn_->buffer.prepare(in.size()), in));
     return {};
+  }
+
+  // Parses the bytes in the connection's buffer into `out` (adding their
+  // count to `got`) without waiting for more.
+  boost::system::error_code parseBuffered(std::string& out, std::size_t& got) {
+    if (conn_->buffer.size() == 0) return {};
+    boost::system::error_code ec;
+    conn_->buffer.consume(parse(conn_->buffer.data(), out, got, ec));
+    // On plain TCP an emptied buffer gives its memory back (the next read
+    // goes through the thread's buffer); TLS reads into it every time.
+    if (conn_->buffer.size() == 0 && !conn_->tls) conn_->buffer.shrink_to_fit();
+    return ec;
+  }
+
+  // Body bytes of `in` into `out`, through the worker thread's scratch buffer
+  // (a connection holds no body buffer of its own). Returns the bytes used.
+  std::size_t parse(asio::const_buffer in, std::string& out, std::size_t& got,
+                    boost::system::error_code& error) {
+    thread_local std::array<char, Connection::kReadBytes> scratch;
+    std::size_t usedTotal = 0;
+    while (!parser_.is_done() && in.size() > 0) {
+      parser_.get().body().data = scratch.data();
+      parser_.get().body().size = scratch.size();
+      boost::system::error_code ec;
+      const std::size_t used = parser_.put(in, ec);
+      in += used;
+      usedTotal += used;
+      const std::size_t n = scratch.size() - parser_.get().body().size;
+      out.append(scratch.data(), n);
+      got += n;
+      if (ec == http::error::need_more) break;
+      if (ec == http::error::need_buffer) continue;  // the scratch is full: once more
+      if (ec) {
+        error = ec;
+        break;
+      }
+      if (used == 0 && n == 0) break;
+    }
+    return usedTotal;
   }
 
   Task<bool> readAll(std::string& out, std::uint64_t limit) override {
@@ -352,8 +424,7 @@ Task<std::unique_ptr<Connection>> ClientPool::Impl::connect(std::size_t index, c
                                                             Failure& failure) {
   auto executor = co_await asio::this_coro::executor;
   const UpstreamSpec& spec = upstreams[index];
-  // Not make_unique: value-initialising would zero the 16 KiB scratch buffer.
-  std::unique_ptr<Connection> conn(new Connection);
+  auto conn = std::make_unique<Connection>();
   conn->upstream = index;
   conn->plain.emplace(executor);
   Watchdog watchdog(executor);

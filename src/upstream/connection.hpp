@@ -23,16 +23,10 @@ struct Connection {
   std::size_t upstream = 0;
   std::optional<tcp::socket> plain;
   std::optional<TlsStream> tls;
-  // Bytes read past the previous response stay here. Its capacity is what
-  // one read asks the socket for (Beast reads max(512, capacity - size)):
-  // reserved up front, or a stream an upstream writes at once would arrive
-  // in 512-byte reads, each a write to the caller.
-  boost::beast::flat_buffer buffer = [] {
-    boost::beast::flat_buffer b;
-    b.reserve(kReadBytes);
-    return b;
-  }();
-  std::array<char, 16 * 1024> scratch;  // body bytes of one read (reused: no allocation per read)
+  // What the socket gave and the parser has not taken yet (the head, a
+  // partial chunk). A body read asks the socket for up to kReadBytes at once,
+  // so that a stream an upstream writes at once arrives in one read.
+  boost::beast::flat_buffer buffer;
   Clock::time_point idleSince{};
 
   tcp::socket& socket() { return tls ? tls->next_layer() : *plain; }
