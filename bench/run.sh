@@ -150,12 +150,15 @@ run() {
   local -a proto
   read -r -a proto <<<"$mode"  # "--h1", or "-m 16" for HTTP/2 streams per connection
   local log="$work/$name-$clients.log"
-  taskset -c 0 h2load "${proto[@]}" -c "$clients" -D "$warmup" -d "$body" -H "Authorization: Bearer $key" \
-    -H 'Content-Type: application/json' "$url" >/dev/null 2>&1 || true
+  # (h2load has been seen to hang past -D when nginx closes keep-alive
+  # connections under it: bounded, so one stuck warm-up cannot stall the run.)
+  timeout -s INT $((warmup + 20)) taskset -c 0 h2load "${proto[@]}" -c "$clients" -D "$warmup" -d "$body" \
+    -H "Authorization: Bearer $key" -H 'Content-Type: application/json' "$url" >/dev/null 2>&1 || true
   local before=0
   [[ -n $pid ]] && before=$(cpu_ticks "$pid")
-  taskset -c 0 h2load "${proto[@]}" -c "$clients" -D "$duration" -d "$body" -H "Authorization: Bearer $key" \
-    -H 'Content-Type: application/json' --log-file="$log" "$url" >"$work/out.txt" 2>&1 || true
+  timeout -s INT $((duration + 20)) taskset -c 0 h2load "${proto[@]}" -c "$clients" -D "$duration" \
+    -d "$body" -H "Authorization: Bearer $key" -H 'Content-Type: application/json' --log-file="$log" \
+    "$url" >"$work/out.txt" 2>&1 || true
   local after=0
   [[ -n $pid ]] && after=$(cpu_ticks "$pid")
   local ok rps
