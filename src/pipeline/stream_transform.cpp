@@ -70,7 +70,10 @@ StreamTransform::Edit StreamTransform::inspect(const sse::Event& e) {
     sse::appendUsageChunk(replacement_, identity_, *usage_);
     return Edit::kUsageChunkFirst;
   }
-  if (!haveIdentity_) haveIdentity_ = sse::readChunkIdentity(e.data, identity_);
+  // The identity (id, model, created) is only for the usage chunk a caller
+  // who asked for usage may be owed: nobody else pays for reading it.
+  if (callerWantsUsage_ && !haveIdentity_)
+    haveIdentity_ = sse::readChunkIdentity(e.data, identity_);
   if (!sse::mayContainUsage(e.data)) return Edit::kKeep;
   std::optional<sse::FoundUsage> found = sse::extractUsage(e.data);
   if (!found) return Edit::kKeep;
