@@ -14,8 +14,7 @@
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
-#include <boost/beast/http/buffer_body.hpp>
-#include <boost/beast/http/parser.hpp>
+#include <boost/beast/http/basic_parser.hpp>
 #include <boost/beast/http/read.hpp>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
@@ -28,6 +27,7 @@ namespace relay::upstream {
 namespace {
 
 namespace http = boost::beast::http;
+namespace beast = boost::beast;
 constexpr auto kTuple = asio::as_tuple(asio::use_awaitable);
 
 Clock::time_point earliest(Clock::time_point a, Clock::time_point b) {
@@ -175,6 +175,52 @@ struct ClientPool::Impl {
 
 namespace {
 
+// The upstream response parser: the status and each field go straight into
+// the exchange's Headers, and body bytes straight into the string the
+// caller reads into (no copy of the head in Beast's own fields, no body
+// buffer of the parser's).
+class UpstreamParser final : public http::basic_parser<false> {
+ public:
+  explicit UpstreamParser(Headers& headers) : headers_(headers) {}
+  int status() const { return status_; }
+  // Where body bytes go during the next put()/put_eof().
+  void bodyTo(std::string* sink) { sink_ = sink; }
+
+ private:
+  void on_request_impl(http::verb, beast::string_view, beast::string_view, int,
+                       boost::system::error_code&) override {}
+  void on_response_impl(int code, beast::string_view, int, boost::system::error_code&) override {
+    status_ = code;
+  }
+  void on_field_impl(http::field, beast::string_view name, beast::string_view value,
+                     boost::system::error_code&) override {
+    headers_.add(std::string_view(name.data(), name.size()),
+                 std::string_view(value.data(), value.size()));
+  }
+  void on_header_impl(boost::system::error_code&) override {}
+  void on_body_init_impl(const boost::optional<std::uint64_t>&,
+                         boost::system::error_code&) override {}
+  std::size_t on_body_impl(beast::string_view body, boost::system::error_code&) override {
+    return take(body);
+  }
+  void on_chunk_header_impl(std::uint64_t, beast::string_view,
+                            boost::system::error_code&) override {}
+  std::size_t on_chunk_body_impl(std::uint64_t, beast::string_view body,
+                                 boost::system::error_code&) override {
+    return take(body);
+  }
+  void on_finish_impl(boost::system::error_code&) override {}
+
+  std::size_t take(beast::string_view body) {
+    if (sink_) sink_->append(body.data(), body.size());
+    return body.size();
+  }
+
+  Headers& headers_;
+  std::string* sink_ = nullptr;
+  int status_ = 0;
+};
+
 class ResponseStreamImpl final : public ResponseStream {
  public:
   ResponseStreamImpl(std::shared_ptr<ClientPool::Impl> pool, std::unique_ptr<Connection> conn,
@@ -215,10 +261,10 @@ class ResponseStreamImpl final : public ResponseStream {
         co_return fail(FailureKind::kReset, ec.message(), ec);
       co_return fail(FailureKind::kProtocol, ec.message(), ec);
     }
-    auto& msg = parser_.get();
-    status_ = static_cast<int>(msg.result_int());
-    for (const auto& f : msg)
-      headers_.add(f.name_string(), f.value());
+    status_ = parser_.status();
+    // From here on one put() takes every chunk the buffer holds (before the
+    // head, it must stop there: no body sink is set yet).
+    parser_.eager(true);
     co_return true;
   }
 
@@ -334,30 +380,27 @@ class ResponseStreamImpl final : public ResponseStream {
     return ec;
   }
 
-  // Body bytes of `in` into `out`, through the worker thread's scratch buffer
-  // (a connection holds no body buffer of its own). Returns the bytes used.
+  // Body bytes of `in` into `out` (the parser appends them as it goes).
+  // Returns the bytes of `in` used.
   std::size_t parse(asio::const_buffer in, std::string& out, std::size_t& got,
                     boost::system::error_code& error) {
-    thread_local std::array<char, Connection::kReadBytes> scratch;
+    const std::size_t before = out.size();
+    parser_.bodyTo(&out);
     std::size_t usedTotal = 0;
     while (!parser_.is_done() && in.size() > 0) {
-      parser_.get().body().data = scratch.data();
-      parser_.get().body().size = scratch.size();
       boost::system::error_code ec;
       const std::size_t used = parser_.put(in, ec);
       in += used;
       usedTotal += used;
-      const std::size_t n = scratch.size() - parser_.get().body().size;
-      out.append(scratch.data(), n);
-      got += n;
       if (ec == http::error::need_more) break;
-      if (ec == http::error::need_buffer) continue;  // the scratch is full: once more
       if (ec) {
         error = ec;
         break;
       }
-      if (used == 0 && n == 0) break;
+      if (used == 0) break;
     }
+    parser_.bodyTo(nullptr);
+    got += out.size() - before;
     return usedTotal;
   }
 
@@ -409,8 +452,8 @@ class ResponseStreamImpl final : public ResponseStream {
   std::unique_ptr<Connection> conn_;
   Deadlines deadlines_;
   Watchdog watchdog_;
-  http::response_parser<http::buffer_body> parser_;
-  Headers headers_;
+  Headers headers_;  // before parser_, which fills it
+  UpstreamParser parser_{headers_};
   int status_ = 0;
   Failure failure_;
   bool done_ = false;
