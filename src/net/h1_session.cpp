@@ -41,8 +41,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
-#include <boost/beast/http/parser.hpp>
-#include <boost/beast/http/string_body.hpp>
+#include <boost/beast/http/basic_parser.hpp>
 
 #include "relay/common/limits.hpp"
 #include "session_common.hpp"
@@ -50,6 +49,7 @@
 namespace relay::net {
 namespace {
 
+namespace beast = boost::beast;
 namespace http = boost::beast::http;
 constexpr auto kTuple = asio::as_tuple(asio::use_awaitable);
 constexpr std::size_t kReadChunk = 16 * 1024;
@@ -60,7 +60,81 @@ constexpr std::size_t kReadAheadFloor = 64 * 1024;
 // that our last response is not destroyed by a reset ("lingering close").
 constexpr std::chrono::milliseconds kLingerTimeout{2'000};
 
-using Parser = http::request_parser<http::string_body>;
+// The request parser: the method, the target and the end-to-end fields go
+// straight into what the exchange will carry, the body into a string; no
+// copy of the head is kept in Beast's own fields. Hop-by-hop fields — the
+// fixed ones and those the Connection field names (RFC 9110 §7.6.1) — stay
+// here; what framing needs of them is kept aside.
+class Parser final : public http::basic_parser<true> {
+ public:
+  std::string method;
+  std::string target;
+  Headers headers;  // end-to-end fields, names lowercased
+  std::string body;
+  std::string expect;
+  bool transferEncoding = false;  // a Transfer-Encoding field was sent
+  bool isHead = false;
+
+ private:
+  void on_request_impl(http::verb verb, beast::string_view methodText,
+                       beast::string_view targetText, int, boost::system::error_code&) override {
+    method.assign(methodText.data(), methodText.size());
+    target.assign(targetText.data(), targetText.size());
+    isHead = verb == http::verb::head;
+  }
+  void on_response_impl(int, beast::string_view, int, boost::system::error_code&) override {}
+  void on_field_impl(http::field f, beast::string_view name, beast::string_view value,
+                     boost::system::error_code&) override {
+    const std::string_view v(value.data(), value.size());
+    switch (f) {  // Beast knows the common names: no string work for them
+      case http::field::connection:
+        if (!connection_.empty()) connection_ += ',';
+        connection_.append(v);
+        return;
+      case http::field::transfer_encoding:
+        transferEncoding = true;
+        return;
+      case http::field::expect:
+        expect.assign(v);
+        return;
+      case http::field::keep_alive:
+      case http::field::proxy_connection:
+      case http::field::te:
+      case http::field::upgrade:
+      case http::field::trailer:
+      case http::field::content_length:
+      case http::field::http2_settings:
+        return;
+      default:
+        if (headerDone_) return;  // a chunked body's trailer fields reach no one
+        headers.add(std::string_view(name.data(), name.size()), v);
+    }
+  }
+  void on_header_impl(boost::system::error_code&) override {
+    headerDone_ = true;
+    if (connection_.empty()) return;
+    headers.removeIf([&](const HeaderField& f) { return listsToken(connection_, f.name); });
+  }
+  void on_body_init_impl(const boost::optional<std::uint64_t>& length,
+                         boost::system::error_code&) override {
+    if (length) body.reserve(static_cast<std::size_t>(*length));  // within body_limit
+  }
+  std::size_t on_body_impl(beast::string_view bytes, boost::system::error_code&) override {
+    body.append(bytes.data(), bytes.size());
+    return bytes.size();
+  }
+  void on_chunk_header_impl(std::uint64_t, beast::string_view,
+                            boost::system::error_code&) override {}
+  std::size_t on_chunk_body_impl(std::uint64_t, beast::string_view bytes,
+                                 boost::system::error_code&) override {
+    body.append(bytes.data(), bytes.size());
+    return bytes.size();
+  }
+  void on_finish_impl(boost::system::error_code&) override {}
+
+  std::string connection_;
+  bool headerDone_ = false;
+};
 
 enum class HeadOutcome {
   kReady,   // a request head is parsed
@@ -224,7 +298,7 @@ class H1Session final : public ResponseSink,
       }
     }
     bodyComplete_ = true;
-    std::string& body = parser_->get().body();
+    std::string& body = parser_->body;
     if (out.empty()) {
       out = std::move(body);
     } else {
@@ -319,8 +393,7 @@ class H1Session final : public ResponseSink,
   // 400 and close): whoever else reads this connection could see a
   // different request boundary.
   Task<bool> checkHead() {
-    const auto& req = parser_->get();
-    if (req.find(http::field::transfer_encoding) != req.end() && !parser_->chunked()) {
+    if (parser_->transferEncoding && !parser_->chunked()) {
       co_await refuseHead(http::error::bad_transfer_encoding);
       co_return false;
     }
@@ -350,10 +423,7 @@ class H1Session final : public ResponseSink,
     finished_ = false;
     isHead_ = false;
     std::string_view given;
-    if (parser_ && parser_->is_header_done()) {
-      auto it = parser_->get().find("x-request-id");
-      if (it != parser_->get().end()) given = it->value();
-    }
+    if (parser_ && parser_->is_header_done()) given = parser_->headers.get("x-request-id");
     ResponseHead head = sessionErrorHead(status, given);
     std::string body = sessionErrorBody(message, code);
     co_await respond(std::move(head), std::move(body));
@@ -361,14 +431,11 @@ class H1Session final : public ResponseSink,
 
   Task<void> runExchange() {
     headDoneAt_ = SteadyClock::now();
-    auto& req = parser_->get();
     Exchange ex;
-    buildHead(req, ex.head);
-    keepAlive_ = req.keep_alive() && !draining_;
-    isHead_ = req.method() == http::verb::head;
-    expectsContinue_ = false;
-    if (auto it = req.find(http::field::expect); it != req.end())
-      expectsContinue_ = equalsIgnoreCase(it->value(), "100-continue");
+    buildHead(ex.head);
+    keepAlive_ = parser_->keep_alive() && !draining_;
+    isHead_ = parser_->isHead;
+    expectsContinue_ = equalsIgnoreCase(parser_->expect, "100-continue");
     bodyRead_ = false;
     bodyComplete_ = parser_->is_done();  // no body at all
     ex.bodySource = bodyComplete_ ? nullptr : this;
@@ -397,36 +464,13 @@ class H1Session final : public ResponseSink,
     parser_.reset();
   }
 
-  void buildHead(const Parser::value_type& req, RequestHead& head) {
-    head.method = std::string(req.method_string());
-    std::string_view target = req.target();
+  void buildHead(RequestHead& head) {
+    head.method = std::move(parser_->method);
+    std::string_view target = parser_->target;
     std::size_t q = target.find('?');
     head.path = std::string(target.substr(0, q));
     if (q != std::string_view::npos) head.query = std::string(target.substr(q + 1));
-    head.headers.reserve(std::distance(req.begin(), req.end()));
-    // Fields the Connection header names belong to this hop too (RFC 9110 §7.6.1).
-    std::string_view connection;
-    if (auto it = req.find(http::field::connection); it != req.end()) connection = it->value();
-    for (const auto& f : req) {
-      switch (f.name()) {  // Beast knows the common names: no string work for them
-        case http::field::connection:
-        case http::field::keep_alive:
-        case http::field::proxy_connection:
-        case http::field::transfer_encoding:
-        case http::field::te:
-        case http::field::upgrade:
-        case http::field::trailer:
-        case http::field::content_length:
-        case http::field::expect:
-        case http::field::http2_settings:
-          continue;
-        default:
-          break;
-      }
-      std::string_view name = f.name_string();
-      if (!connection.empty() && listsToken(connection, name)) continue;
-      head.headers.add(name, f.value());
-    }
+    head.headers = std::move(parser_->headers);
     head.protocol = Protocol::kHttp1;
     head.tls = config_->tls;
     head.peer = peer_;

@@ -26,6 +26,11 @@ class Headers {
   // Replaces every field called `name` with one.
   void set(std::string_view name, std::string_view value);
   void remove(std::string_view name);
+  // Removes every field for which `pred(field)` is true.
+  template <class Pred>
+  void removeIf(Pred pred) {
+    std::erase_if(fields_, pred);
+  }
   // First value of `name` (lowercase), or nullptr.
   const std::string* find(std::string_view lowerName) const;
   bool contains(std::string_view lowerName) const { return find(lowerName) != nullptr; }
