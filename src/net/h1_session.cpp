@@ -503,30 +503,31 @@ class H1Session final : public ResponseSink,
     // The body was not read whole: the next request cannot be found, so this
     // answer is the connection's last.
     if (exchangeActive_ && !bodyComplete_) keepAlive_ = false;
+    using namespace std::string_view_literals;
     std::string out;
     out.reserve(256 + head.headers.size() * 48);
-    out.append("HTTP/1.1 ");
-    out.append(std::to_string(head.status));
-    out.push_back(' ');
-    out.append(reasonPhrase(head.status));
-    out.append("\r\n");
+    char digits[24];
+    auto [statusEnd, statusEc] = std::to_chars(digits, digits + sizeof digits, head.status);
+    out.append("HTTP/1.1 "sv).append(digits, statusEnd).push_back(' ');
+    out.append(reasonPhrase(head.status)).append("\r\n"sv);
     for (const HeaderField& f : head.headers) {
       if (isHopByHopHeader(f.name) || f.name == "content-length") continue;
-      out.append(f.name).append(": ").append(f.value).append("\r\n");
+      appendField(out, f.name, f.value);
     }
     if (streamed) {
-      if (chunked_) out.append("transfer-encoding: chunked\r\n");
+      if (chunked_) out.append("transfer-encoding: chunked\r\n"sv);
     } else if (head.status >= 200 && head.status != 204 && head.status != 304) {
-      out.append("content-length: ").append(std::to_string(contentLength)).append("\r\n");
+      auto [end, ec] = std::to_chars(digits, digits + sizeof digits, contentLength);
+      appendField(out, "content-length"sv, std::string_view(digits, end - digits));
     }
     if (!keepAlive_ || draining_) {
-      out.append("connection: close\r\n");
+      out.append("connection: close\r\n"sv);
     } else {
       // How long we keep an idle connection: clients that honour the hint
       // (undici, Python's httpx) stop reusing it before we close it.
       out.append(keepAliveHint_);
     }
-    out.append("\r\n");
+    out.append("\r\n"sv);
     return out;
   }
 

@@ -3,6 +3,8 @@
 // so a retry can never duplicate or splice output.
 #include "chat_forward.hpp"
 
+#include <algorithm>
+#include <iterator>
 #include <random>
 
 #include <boost/asio/steady_timer.hpp>
@@ -81,18 +83,25 @@ class Forwarder {
     maxAttempts_ = req.hops > 0 ? 1 : snap.config.retry.maxAttempts;  // the outer relay retries
     forwardHeaders_ = forwardableHeaders(req.exchange.head.headers, ForwardFor::kChat,
                                          snap.config.forwardHeaders);
-    forwardHeaders_.set("x-forwarded-for",
+    // The fields the gateway sets itself replace any the caller sent: one
+    // pass takes those out, then each is added once.
+    static constexpr std::string_view kOwn[] = {"x-forwarded-for", "x-request-id", "content-type",
+                                                "accept-encoding", "x-relay-hops", "traceparent",
+                                                "tracestate"};
+    forwardHeaders_.removeIf([](const HeaderField& f) {
+      return std::find(std::begin(kOwn), std::end(kOwn), f.name) != std::end(kOwn);
+    });
+    forwardHeaders_.add("x-forwarded-for",
                         forwardedFor(req.exchange.head, snap.config.server.trustedProxies));
-    forwardHeaders_.set("x-request-id", req.record.requestId());
-    forwardHeaders_.set("content-type", "application/json");  // the body was validated as JSON
-    forwardHeaders_.set("accept-encoding", "identity");       // SSE is relayed as it comes
-    forwardHeaders_.set("x-relay-hops", std::to_string(req.hops + 1));
+    forwardHeaders_.add("x-request-id", req.record.requestId());
+    forwardHeaders_.add("content-type", "application/json");  // the body was validated as JSON
+    forwardHeaders_.add("accept-encoding", "identity");       // SSE is relayed as it comes
+    forwardHeaders_.add("x-relay-hops", std::to_string(req.hops + 1));
     // W3C Trace Context: the upstream's parent is the gateway's own span, never
     // the caller's (steps.cpp does not copy these fields).
     const TraceContext& trace = req.record.trace();
-    forwardHeaders_.set("traceparent", trace.traceparent());
-    forwardHeaders_.remove("tracestate");
-    if (!trace.tracestate.empty()) forwardHeaders_.set("tracestate", trace.tracestate);
+    forwardHeaders_.add("traceparent", trace.traceparent());
+    if (!trace.tracestate.empty()) forwardHeaders_.add("tracestate", trace.tracestate);
   }
 
   net::Task<Forwarded> run() {

@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cerrno>
+#include <charconv>
 #include <sys/socket.h>
 
 #include <boost/asio/as_tuple.hpp>
@@ -55,22 +56,23 @@ std::shared_ptr<asio::ssl::context> makeClientTlsContext(const std::string& caFi
 }
 
 std::string serializeRequest(const OutgoingRequest& req, const Target& target) {
+  using namespace std::string_view_literals;
   std::string out;
   out.reserve(256 + (req.headers.size() + (req.shared ? req.shared->size() : 0)) * 64);
-  out.append(req.method).append(" ").append(req.path).append(" HTTP/1.1\r\nhost: ");
-  out.append(target.hostHeader).append("\r\n");
+  out.append(req.method).append(" "sv).append(req.path).append(" HTTP/1.1\r\n"sv);
+  appendField(out, "host"sv, target.hostHeader);
   if (req.shared) {
-    for (const HeaderField& f : *req.shared) {
-      out.append(f.name).append(": ").append(f.value).append("\r\n");
-    }
+    for (const HeaderField& f : *req.shared)
+      appendField(out, f.name, f.value);
   }
-  for (const HeaderField& f : req.headers) {
-    out.append(f.name).append(": ").append(f.value).append("\r\n");
-  }
+  for (const HeaderField& f : req.headers)
+    appendField(out, f.name, f.value);
   if (!req.body.empty() || req.method == "POST" || req.method == "PUT") {
-    out.append("content-length: ").append(std::to_string(req.body.size())).append("\r\n");
+    char digits[24];
+    auto [end, ec] = std::to_chars(digits, digits + sizeof digits, req.body.size());
+    appendField(out, "content-length"sv, std::string_view(digits, end - digits));
   }
-  out.append("\r\n");
+  out.append("\r\n"sv);
   return out;
 }
 
