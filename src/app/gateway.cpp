@@ -3,12 +3,12 @@
 #include <cstring>
 #include <optional>
 
+#include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/signal_set.hpp>
-#include <boost/asio/as_tuple.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -160,18 +160,18 @@ void Gateway::listen() {
 namespace {
 
 // Every kReleaseEvery, on one worker's own thread: its allocator cache goes
-// back to the shared free lists and the free pages to the system, so RSS
-// falls back toward idle after a burst (a thread cache can only be emptied
-// by its own thread). Without tcmalloc, nothing to do.
-net::Task<void> releaseFreeMemory() {
-  if (!MallocExtension_ReleaseFreeMemory) co_return;
+// back to the shared free lists (a thread cache can only be emptied by its
+// own thread; a few microseconds). Handing free pages to the system takes
+// the allocator's page-heap lock and madvises every free span: the flusher
+// thread does that, off the loops. Without tcmalloc, nothing to do.
+net::Task<void> markWorkerIdle() {
+  if (!MallocExtension_MarkThreadIdle) co_return;
   asio::steady_timer timer(co_await asio::this_coro::executor);
   for (;;) {
     timer.expires_after(kReleaseEvery);
     auto [ec] = co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
     if (ec) co_return;
-    if (MallocExtension_MarkThreadIdle) MallocExtension_MarkThreadIdle();
-    MallocExtension_ReleaseFreeMemory();
+    MallocExtension_MarkThreadIdle();
   }
 }
 
@@ -187,7 +187,7 @@ int Gateway::run() {
   // Idle MCP sessions end at their servers (a reload may add servers later).
   asio::co_spawn(runtime_.context(0), pipeline::runMcpSessionSweeper(*workers_[0]), asio::detached);
   for (unsigned i = 0; i < runtime_.workers(); ++i)
-    asio::co_spawn(runtime_.context(i), releaseFreeMemory(), asio::detached);
+    asio::co_spawn(runtime_.context(i), markWorkerIdle(), asio::detached);
   admin_.ready = true;
   const auto& snap = *snapshot_;
   spdlog::info("kimi-relay {} ready: {} workers, {} upstreams, {} models, {} keys", RELAY_VERSION,
@@ -511,11 +511,16 @@ void Gateway::audit(std::string_view action, const std::string& keyName, std::st
 void Gateway::flusherLoop() {
   std::unique_lock lock(flusherMutex_);
   sampleLiveStats();
+  unsigned rounds = 0;
   while (!stopFlusher_) {
     flusherWake_.wait_for(lock, kFlushInterval, [this] { return stopFlusher_; });
     lock.unlock();
     flushState();  // fsync may take milliseconds: never on an event loop
     sampleLiveStats();
+    // Memory freed after a burst goes back to the system (tcmalloc keeps it
+    // for reuse otherwise): RSS falls back toward idle within kReleaseEvery.
+    if (++rounds % (kReleaseEvery / kFlushInterval) == 0 && MallocExtension_ReleaseFreeMemory)
+      MallocExtension_ReleaseFreeMemory();
     lock.lock();
   }
 }

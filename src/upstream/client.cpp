@@ -6,6 +6,7 @@
 #include <array>
 #include <cerrno>
 #include <charconv>
+#include <optional>
 #include <sys/socket.h>
 
 #include <boost/asio/as_tuple.hpp>
@@ -196,6 +197,9 @@ class UpstreamParser final : public http::basic_parser<false> {
   }
   void on_field_impl(http::field, beast::string_view name, beast::string_view value,
                      boost::system::error_code&) override {
+    // A chunked body's trailer fields are not the response's head: a
+    // Retry-After or X-Should-Retry there must not steer a retry.
+    if (is_header_done()) return;
     headers_.add(std::string_view(name.data(), name.size()),
                  std::string_view(value.data(), value.size()));
   }
@@ -229,8 +233,7 @@ class ResponseStreamImpl final : public ResponseStream {
                      const Deadlines& deadlines, const asio::any_io_executor& executor)
       : pool_(std::move(pool)), conn_(std::move(conn)), deadlines_(deadlines), watchdog_(executor) {
     watchdog_.watch(&conn_->socket());
-    parser_.header_limit(64 * 1024);
-    parser_.body_limit(boost::none);  // SSE streams have no end we could cap
+    newParser();
   }
 
   // Writes the request and reads the response head.
@@ -251,22 +254,33 @@ class ResponseStreamImpl final : public ResponseStream {
       auto [wec] = co_await conn_->socket().async_wait(tcp::socket::wait_read, kTuple);
       if (wec) co_return fail(FailureKind::kReset, wec.message(), wec);
     }
-    // Room for a head and the body that often comes with it in one read
-    // (Beast reads what the buffer's capacity allows, at least 512 bytes).
-    conn_->buffer.reserve(Connection::kReadBytes);
-    auto [ec, n] = co_await conn_->visit(
-        [&](auto& s) { return http::async_read_header(s, conn_->buffer, parser_, kTuple); });
-    if (ec) {
-      if (ec == http::error::end_of_stream || ec == asio::error::eof ||
-          ec == asio::error::connection_reset || ec == asio::error::operation_aborted ||
-          ec == asio::error::bad_descriptor)
-        co_return fail(FailureKind::kReset, ec.message(), ec);
-      co_return fail(FailureKind::kProtocol, ec.message(), ec);
+    // An interim answer (100 Continue, 103 Early Hints) is followed by the
+    // final one on the same connection: read on to it. Left unread, that
+    // answer would reach whoever uses the connection next.
+    for (int interim = 0;; ++interim) {
+      // Room for a head and the body that often comes with it in one read
+      // (Beast reads what the buffer's capacity allows, at least 512 bytes).
+      conn_->buffer.reserve(Connection::kReadBytes);
+      auto [ec, n] = co_await conn_->visit(
+          [&](auto& s) { return http::async_read_header(s, conn_->buffer, *parser_, kTuple); });
+      if (ec) {
+        if (ec == http::error::end_of_stream || ec == asio::error::eof ||
+            ec == asio::error::connection_reset || ec == asio::error::operation_aborted ||
+            ec == asio::error::bad_descriptor)
+          co_return fail(FailureKind::kReset, ec.message(), ec);
+        co_return fail(FailureKind::kProtocol, ec.message(), ec);
+      }
+      status_ = parser_->status();
+      if (status_ / 100 != 1 || status_ == 101) break;
+      if (interim + 1 == kMaxInterimAnswers)
+        co_return fail(FailureKind::kProtocol, std::to_string(kMaxInterimAnswers) +
+                                                   " interim (1xx) answers and no final one");
+      headers_ = Headers{};
+      newParser();
     }
-    status_ = parser_.status();
     // From here on one put() takes every chunk the buffer holds (before the
     // head, it must stop there: no body sink is set yet).
-    parser_.eager(true);
+    parser_->eager(true);
     co_return true;
   }
 
@@ -295,7 +309,7 @@ class ResponseStreamImpl final : public ResponseStream {
         fail(FailureKind::kReset, ec.message(), ec);
         co_return false;
       }
-      if (parser_.is_done()) {
+      if (parser_->is_done()) {
         finishBody();  // the body's end came with these bytes (or before)
         co_return got > 0;
       }
@@ -329,7 +343,7 @@ class ResponseStreamImpl final : public ResponseStream {
         // A body that runs to the connection's close ends here; any other
         // is cut short.
         boost::system::error_code eofEc;
-        parser_.put_eof(eofEc);
+        parser_->put_eof(eofEc);
         if (eofEc) {
           fail(FailureKind::kReset, eofEc.message(), eofEc);
           co_return false;
@@ -345,6 +359,16 @@ class ResponseStreamImpl final : public ResponseStream {
   }
 
   bool complete() const override { return done_; }
+
+  // At most this many 1xx answers before the final one (each has its own
+  // head limit; all of them fall under the first-byte deadline).
+  static constexpr int kMaxInterimAnswers = 8;
+
+  void newParser() {
+    parser_.emplace(headers_);
+    parser_->header_limit(64 * 1024);
+    parser_->body_limit(boost::none);  // SSE streams have no end we could cap
+  }
 
   // Plain TCP: takes what the socket holds without blocking, into the worker
   // thread's read buffer, and parses it from there; only what a parse leaves
@@ -387,11 +411,11 @@ class ResponseStreamImpl final : public ResponseStream {
   std::size_t parse(asio::const_buffer in, std::string& out, std::size_t& got,
                     boost::system::error_code& error) {
     const std::size_t before = out.size();
-    parser_.bodyTo(&out);
+    parser_->bodyTo(&out);
     std::size_t usedTotal = 0;
-    while (!parser_.is_done() && in.size() > 0) {
+    while (!parser_->is_done() && in.size() > 0) {
       boost::system::error_code ec;
-      const std::size_t used = parser_.put(in, ec);
+      const std::size_t used = parser_->put(in, ec);
       in += used;
       usedTotal += used;
       if (ec == http::error::need_more) break;
@@ -401,13 +425,13 @@ class ResponseStreamImpl final : public ResponseStream {
       }
       if (used == 0) break;
     }
-    parser_.bodyTo(nullptr);
+    parser_->bodyTo(nullptr);
     got += out.size() - before;
     return usedTotal;
   }
 
   Task<bool> readAll(std::string& out, std::uint64_t limit) override {
-    if (auto len = parser_.content_length()) {
+    if (auto len = parser_->content_length()) {
       if (*len > limit) co_return tooLarge(limit);
       out.reserve(out.size() + *len);
     }
@@ -445,7 +469,7 @@ class ResponseStreamImpl final : public ResponseStream {
     watchdog_.disarm();
     // Bytes past the response's end mean the upstream broke its own framing:
     // such a connection must never carry another request's answer.
-    if (parser_.keep_alive() && conn_ && conn_->buffer.size() == 0 &&
+    if (parser_->keep_alive() && conn_ && conn_->buffer.size() == 0 &&
         (!conn_->tls || SSL_pending(conn_->tls->native_handle()) == 0))
       pool_->giveBack(std::move(conn_));
   }
@@ -455,7 +479,7 @@ class ResponseStreamImpl final : public ResponseStream {
   Deadlines deadlines_;
   Watchdog watchdog_;
   Headers headers_;  // before parser_, which fills it
-  UpstreamParser parser_{headers_};
+  std::optional<UpstreamParser> parser_;
   int status_ = 0;
   Failure failure_;
   bool done_ = false;

@@ -11,8 +11,13 @@
 // x-upstream-hop, Keep-Alive, Proxy-Connection, chunked Transfer-Encoding), so
 // a test can also check that none of them reaches the caller.
 //
-//   startCaptureUpstream() -> {url, port, hostPort, requests, close()}
+//   startCaptureUpstream({interim, errorWithTrailer}) -> {url, port, hostPort, requests, close()}
 //     requests  [{requestLine, method, target, headers: [[name, value]], body}]
+//     interim           first a "103 Early Hints" head, the real answer 30 ms
+//                       later in a write of its own
+//     errorWithTrailer  a trailer field line (e.g. "Retry-After: 77"): the
+//                       answer is then a 400 OpenAI error whose chunked body
+//                       ends with that trailer field
 
 import { createServer } from 'node:net';
 
@@ -73,7 +78,7 @@ function parseRequest(buf) {
   return { request: { requestLine, method, target, headers, body: body.toString('utf8') }, rest };
 }
 
-export async function startCaptureUpstream() {
+export async function startCaptureUpstream({ interim = false, errorWithTrailer = '' } = {}) {
   const requests = [];
   const sockets = new Set();
   const server = createServer((socket) => {
@@ -93,29 +98,37 @@ export async function startCaptureUpstream() {
         } catch {
           // not JSON: answer anyway, the test looks at what was recorded
         }
-        const body = Buffer.from(completion(model));
+        const body = Buffer.from(
+          errorWithTrailer
+            ? JSON.stringify({ error: { message: 'refused by the raw upstream', type: 'invalid_request_error', code: 'bad_request' } })
+            : completion(model),
+        );
         const id = request.headers.find(([n]) => n.toLowerCase() === 'x-request-id')?.[1];
         const half = Math.floor(body.length / 2);
         const chunk = (b) => Buffer.concat([Buffer.from(`${b.length.toString(16)}\r\n`), b, Buffer.from('\r\n')]);
-        socket.write(
-          Buffer.concat([
-            Buffer.from(
-              'HTTP/1.1 200 OK\r\n' +
-                'Content-Type: application/json\r\n' +
-                'Connection: keep-alive, X-Upstream-Hop\r\n' +
-                'X-Upstream-Hop: named-in-connection\r\n' +
-                'Keep-Alive: timeout=17, max=99\r\n' +
-                'Proxy-Connection: keep-alive\r\n' +
-                'Transfer-Encoding: chunked\r\n' +
-                (id ? `X-Request-Id: ${id}\r\n` : '') +
-                '\r\n',
-              'latin1',
-            ),
-            chunk(body.subarray(0, half)),
-            chunk(body.subarray(half)),
-            Buffer.from('0\r\n\r\n'),
-          ]),
-        );
+        const answer = Buffer.concat([
+          Buffer.from(
+            (errorWithTrailer ? 'HTTP/1.1 400 Bad Request\r\n' : 'HTTP/1.1 200 OK\r\n') +
+              'Content-Type: application/json\r\n' +
+              'Connection: keep-alive, X-Upstream-Hop\r\n' +
+              'X-Upstream-Hop: named-in-connection\r\n' +
+              'Keep-Alive: timeout=17, max=99\r\n' +
+              'Proxy-Connection: keep-alive\r\n' +
+              'Transfer-Encoding: chunked\r\n' +
+              (id ? `X-Request-Id: ${id}\r\n` : '') +
+              '\r\n',
+            'latin1',
+          ),
+          chunk(body.subarray(0, half)),
+          chunk(body.subarray(half)),
+          Buffer.from(errorWithTrailer ? `0\r\n${errorWithTrailer}\r\n\r\n` : '0\r\n\r\n', 'latin1'),
+        ]);
+        if (interim) {
+          socket.write('HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n\r\n');
+          setTimeout(() => socket.writable && socket.write(answer), 30);
+        } else {
+          socket.write(answer);
+        }
       }
     });
   });
