@@ -257,7 +257,7 @@ class ResponseStreamImpl final : public ResponseStream {
     // An interim answer (100 Continue, 103 Early Hints) is followed by the
     // final one on the same connection: read on to it. Left unread, that
     // answer would reach whoever uses the connection next.
-    for (int interim = 0;; ++interim) {
+    for (int interims = 0;;) {
       // Room for a head and the body that often comes with it in one read
       // (Beast reads what the buffer's capacity allows, at least 512 bytes).
       conn_->buffer.reserve(Connection::kReadBytes);
@@ -272,9 +272,9 @@ class ResponseStreamImpl final : public ResponseStream {
       }
       status_ = parser_->status();
       if (status_ / 100 != 1 || status_ == 101) break;
-      if (interim + 1 == kMaxInterimAnswers)
-        co_return fail(FailureKind::kProtocol, std::to_string(kMaxInterimAnswers) +
-                                                   " interim (1xx) answers and no final one");
+      if (++interims > kMaxInterimAnswers)
+        co_return fail(FailureKind::kProtocol, "more than " + std::to_string(kMaxInterimAnswers) +
+                                                   " interim (1xx) answers");
       headers_ = Headers{};
       newParser();
     }

@@ -13,8 +13,8 @@
 //
 //   startCaptureUpstream({interim, errorWithTrailer}) -> {url, port, hostPort, requests, close()}
 //     requests  [{requestLine, method, target, headers: [[name, value]], body}]
-//     interim           first a "103 Early Hints" head, the real answer 30 ms
-//                       later in a write of its own
+//     interim           how many "103 Early Hints" heads come first (true = 1);
+//                       the real answer follows 30 ms later in a write of its own
 //     errorWithTrailer  a trailer field line (e.g. "Retry-After: 77"): the
 //                       answer is then a 400 OpenAI error whose chunked body
 //                       ends with that trailer field
@@ -124,7 +124,7 @@ export async function startCaptureUpstream({ interim = false, errorWithTrailer =
           Buffer.from(errorWithTrailer ? `0\r\n${errorWithTrailer}\r\n\r\n` : '0\r\n\r\n', 'latin1'),
         ]);
         if (interim) {
-          socket.write('HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n\r\n');
+          socket.write('HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n\r\n'.repeat(Number(interim)));
           setTimeout(() => socket.writable && socket.write(answer), 30);
         } else {
           socket.write(answer);
