@@ -270,7 +270,7 @@ AuthResult KeyStore::authenticate(const Headers& headers) const {
   AuthResult r;
   std::string_view bearer;
   bool hasBearer = false;
-  if (const std::string* auth = headers.find("authorization")) {
+  if (const std::optional<std::string_view> auth = headers.find("authorization")) {
     std::string_view v = *auth;
     // Scheme is case-insensitive (RFC 9110 §11.1); the token is everything after one space.
     if (v.size() >= 7 && equalsIgnoreCase(v.substr(0, 7), "bearer ")) {
@@ -283,7 +283,7 @@ AuthResult KeyStore::authenticate(const Headers& headers) const {
       return r;
     }
   }
-  const std::string* apiKey = headers.find("x-api-key");
+  const std::optional<std::string_view> apiKey = headers.find("x-api-key");
   // Two credentials are refused whether or not they match: which one a
   // gateway (or the next proxy) would honour is exactly what must not be guessed.
   if (hasBearer && apiKey) {

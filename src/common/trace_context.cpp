@@ -176,13 +176,13 @@ std::string TraceContext::traceparent() const {
 }
 
 TraceContext traceFrom(const Headers& headers) {
-  const std::string* parent = nullptr;
+  std::string_view parent;
   std::size_t parents = 0;
   std::string state;
   bool stateSeen = false;
   for (const HeaderField& f : headers) {
     if (f.name == "traceparent") {
-      parent = &f.value;
+      parent = f.value;
       ++parents;
     } else if (f.name == "tracestate") {
       if (stateSeen) state += ',';
@@ -193,7 +193,7 @@ TraceContext traceFrom(const Headers& headers) {
   TraceContext t;
   t.spanId = newSpanId();
   std::optional<Traceparent> given;
-  if (parents == 1) given = parseTraceparent(trimOws(*parent));
+  if (parents == 1) given = parseTraceparent(trimOws(parent));
   if (!given) {
     t.traceId = newTraceId();
     return t;  // a new trace: the caller's tracestate belongs to no trace we continue

@@ -24,7 +24,7 @@ namespace {
 
 // A per-request number header: nullopt if absent, false `ok` if malformed.
 std::optional<std::uint64_t> headerNumber(const Headers& headers, std::string_view name, bool& ok) {
-  const std::string* text = headers.find(name);
+  const std::optional<std::string_view> text = headers.find(name);
   if (!text) return std::nullopt;
   std::uint64_t value = 0;
   auto [end, ec] = std::from_chars(text->data(), text->data() + text->size(), value);

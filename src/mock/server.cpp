@@ -79,7 +79,7 @@ net::Task<Outcome> MockServer::api(net::Exchange& exchange, std::uint64_t sequen
 
   // A request's own fault wins over the run-wide one (and leaves its count alone).
   FaultSpec fault;
-  if (const std::string* text = headers.find("x-mock-fault")) {
+  if (const std::optional<std::string_view> text = headers.find("x-mock-fault")) {
     FaultParseResult parsed = parseFaultSpec(*text);
     if (parsed.ok() && parsed.spec.times) parsed.error = "times= is for run-wide faults only";
     if (!parsed.ok()) co_return co_await replyError(exchange, 400, "x-mock-fault: " + parsed.error);
@@ -104,7 +104,7 @@ net::Task<Outcome> MockServer::api(net::Exchange& exchange, std::uint64_t sequen
   if (fault.bodyBytes) co_return co_await faultBody(exchange, *fault.bodyBytes, fault.bodyChunked);
 
   if (!options_.apiKey.empty()) {
-    const std::string* auth = headers.find("authorization");
+    const std::optional<std::string_view> auth = headers.find("authorization");
     bool schemeOk = auth && auth->size() > 7 && equalsIgnoreCase(auth->substr(0, 7), "bearer ");
     if (!schemeOk || std::string_view(*auth).substr(7) != options_.apiKey) {
       // OpenAI tells a missing key (code null) from a wrong one (invalid_api_key).
@@ -269,7 +269,7 @@ net::ResponseHead MockServer::makeHead(const net::Exchange& exchange, int status
   head.headers.reserve(4);
   head.headers.add("content-type", contentType);
   head.headers.add("x-mock-name", options_.name);
-  if (const std::string* id = exchange.head.headers.find("x-request-id")) {
+  if (const std::optional<std::string_view> id = exchange.head.headers.find("x-request-id")) {
     head.headers.add("x-request-id", *id);
   }
   return head;

@@ -46,7 +46,7 @@ void addOutcomeHeaders(Headers& h, const Forwarded& f, const ChatRecord& record,
   if (f.response) {
     h.add("x-relay-upstream", snap.catalog.upstreams()[f.upstream].name);
     if (f.route != record.plan()->route) h.add("x-relay-fallback-model", f.route->model);
-    if (const std::string* id = f.response->headers().find("x-request-id"))
+    if (const std::optional<std::string_view> id = f.response->headers().find("x-request-id"))
       h.add("x-upstream-request-id", *id);
   } else if (f.answeredBy) {
     h.add("x-relay-upstream", snap.catalog.upstreams()[f.upstream].name);

@@ -477,7 +477,7 @@ class Forwarder {
     pass.body = std::move(view.body);
     pass.code = view.code;
     for (const char* name : {"retry-after", "retry-after-ms"}) {
-      if (const std::string* v = h.find(name)) pass.headers.add(name, *v);
+      if (const std::optional<std::string_view> v = h.find(name)) pass.headers.add(name, *v);
     }
     if (!tried.failure.retryable) pass.headers.add("x-should-retry", "false");
     tried.passthrough = std::move(pass);

@@ -53,7 +53,7 @@ net::Task<void> McpExchange::answer(McpSent sent) {
   Headers h = base_;
   for (const char* name : {"content-type", "cache-control", "retry-after", "allow",
                            "mcp-protocol-version", "x-accel-buffering"}) {
-    if (const std::string* v = resp.headers().find(name)) h.add(name, *v);
+    if (const std::optional<std::string_view> v = resp.headers().find(name)) h.add(name, *v);
   }
   if (resp.status() == 401 || resp.status() == 403 || resp.status() == 407) {
     // The server refused the gateway's own credential: the caller cannot fix that.
@@ -88,10 +88,10 @@ std::optional<McpRefusal> McpExchange::wrapSession(const upstream::ResponseStrea
                                                    std::size_t instance,
                                                    std::string_view negotiatedVersion,
                                                    Headers& headers) {
-  const std::string* sid = r.headers().find("mcp-session-id");
+  const std::optional<std::string_view> sid = r.headers().find("mcp-session-id");
   if (!sid) return std::nullopt;
   McpSession session{static_cast<std::uint16_t>(route_->index),
-                     static_cast<std::uint16_t>(instance), tenant_->name, *sid,
+                     static_cast<std::uint16_t>(instance), tenant_->name, std::string(*sid),
                      session_ ? session_->protocolVersion : std::string(negotiatedVersion)};
   std::optional<std::string> wrapped = upstreams_->codec.encode(session);
   if (!wrapped) {

@@ -192,7 +192,7 @@ std::optional<McpRefusal> McpExchange::findRoute(const std::string& serverName) 
 // An allowed Origin gets CORS headers on every answer (a foreign one is
 // refused by checkRequest, before anything else).
 void McpExchange::addCorsHeaders() {
-  const std::string* origin = ex_.head.headers.find("origin");
+  const std::optional<std::string_view> origin = ex_.head.headers.find("origin");
   if (origin && mcpOriginAllowed(*origin, snapshot_->config.mcp.allowedOrigins)) {
     base_.add("access-control-allow-origin", *origin);
     base_.add("access-control-expose-headers", kExposedHeaders);
@@ -310,8 +310,8 @@ net::Task<std::optional<McpRefusal>> McpExchange::admit() {
 net::Task<std::optional<McpRefusal>> McpExchange::resolveSession() {
   const Headers& headers = ex_.head.headers;
   const bool initialize = peek_.kind == JsonRpcPeek::Kind::kRequest && peek_.method == "initialize";
-  const std::string* sid = headers.find("mcp-session-id");
-  const std::string* version = headers.find("mcp-protocol-version");
+  const std::optional<std::string_view> sid = headers.find("mcp-session-id");
+  const std::optional<std::string_view> version = headers.find("mcp-protocol-version");
   if (!sid) {
     // Without a session only the versions this gateway knows (an initialize
     // negotiates its own in the body).
@@ -328,7 +328,8 @@ net::Task<std::optional<McpRefusal>> McpExchange::resolveSession() {
                          "mcp_session_not_found"};
   }
   const auto idleMs = static_cast<std::int64_t>(snapshot_->config.mcp.sessionIdleMs);
-  const McpActivity::Touch touched = mcpActivity().touch(*sid, *s, mcpSteadyMs(), idleMs);
+  const McpActivity::Touch touched =
+      mcpActivity().touch(std::string(*sid), *s, mcpSteadyMs(), idleMs);
   if (touched == McpActivity::Touch::kExpired || touched == McpActivity::Touch::kEnded) {
     if (touched == McpActivity::Touch::kExpired) {
       if (snapshot_->eventsWanted()) {
@@ -346,7 +347,7 @@ net::Task<std::optional<McpRefusal>> McpExchange::resolveSession() {
   }
   if (version && !s->protocolVersion.empty() && *version != s->protocolVersion) {
     co_return McpRefusal{400, kRpcTransportError,
-                         "Bad Request: MCP-Protocol-Version is '" + *version +
+                         "Bad Request: MCP-Protocol-Version is '" + std::string(*version) +
                              "' but this session's server agreed to '" + s->protocolVersion +
                              "' at initialize; send that version",
                          "protocol_version_mismatch"};
@@ -356,7 +357,7 @@ net::Task<std::optional<McpRefusal>> McpExchange::resolveSession() {
                                 /*versionChecked=*/false);
   }
   if (ex_.head.method == "DELETE") {
-    mcpActivity().forget(*sid);
+    mcpActivity().forget(std::string(*sid));
     if (snapshot_->eventsWanted()) {
       RelayEvent e = event("mcp.session_closed");
       e.reason = "deleted";

@@ -126,12 +126,12 @@ std::optional<McpRefusal> checkMcpTransport(std::string_view method, const Heade
                                             const std::vector<std::string>& allowedOrigins,
                                             bool versionChecked) {
   // Origin first: a page on a foreign origin learns nothing else (DNS rebinding).
-  if (const std::string* origin = headers.find("origin");
+  if (const std::optional<std::string_view> origin = headers.find("origin");
       origin && !mcpOriginAllowed(*origin, allowedOrigins)) {
-    return McpRefusal{
-        403, kRpcTransportError,
-        "Forbidden: the Origin '" + *origin + "' is not in mcp.allowed_origins of this gateway",
-        "origin_not_allowed"};
+    return McpRefusal{403, kRpcTransportError,
+                      "Forbidden: the Origin '" + std::string(*origin) +
+                          "' is not in mcp.allowed_origins of this gateway",
+                      "origin_not_allowed"};
   }
   std::string_view accept = headers.get("accept");
   if (method == "POST") {
@@ -151,13 +151,13 @@ std::optional<McpRefusal> checkMcpTransport(std::string_view method, const Heade
                       "Not Acceptable: the Accept header must list text/event-stream",
                       "not_acceptable"};
   }
-  if (const std::string* version = headers.find("mcp-protocol-version");
+  if (const std::optional<std::string_view> version = headers.find("mcp-protocol-version");
       version && !versionChecked && !supportedMcpProtocolVersion(*version)) {
     std::string list;
     for (std::string_view v : kMcpProtocolVersions)
       list += (list.empty() ? "" : ", ") + std::string(v);
     return McpRefusal{400, kRpcTransportError,
-                      "Bad Request: unsupported MCP-Protocol-Version '" + *version +
+                      "Bad Request: unsupported MCP-Protocol-Version '" + std::string(*version) +
                           "' (supported: " + list + ")",
                       "unsupported_protocol_version"};
   }

@@ -42,24 +42,145 @@ std::int64_t tokens(std::optional<std::int64_t> count) {
   return std::clamp<std::int64_t>(count.value_or(0), 0, kMaxUsageTokens);
 }
 
-bool readUsage(std::string_view text, JsonSpan object, Usage& usage) {
-  if (scanObject(text, object, usageMembers)) return false;
-  const auto& m = usageMembers;
-  usage.promptTokens = tokens(intMember(text, m, "prompt_tokens"));
-  usage.completionTokens = tokens(intMember(text, m, "completion_tokens"));
+// What a usage object says, as read: each count from the first member of its
+// name (absent, or not a number: nullopt), and whether the first
+// `*_tokens_details` member was an object.
+struct Counts {
+  std::optional<std::int64_t> prompt, completion, total, cached;
+  bool promptDetails = false, completionDetails = false;
+  std::optional<std::int64_t> detailCached, reasoning;
+};
+
+Usage settle(const Counts& k) {
+  Usage usage;
+  usage.promptTokens = tokens(k.prompt);
+  usage.completionTokens = tokens(k.completion);
   // Both at most 2^48: the sum cannot overflow (it did, unclamped, for a
   // prompt_tokens of INT64_MAX; found by fuzz_sse).
-  const std::optional<std::int64_t> total = intMember(text, m, "total_tokens");
-  usage.totalTokens = tokens(total ? total : usage.promptTokens + usage.completionTokens);
-  std::optional<std::int64_t> cached;
+  usage.totalTokens = tokens(k.total ? k.total : usage.promptTokens + usage.completionTokens);
+  const std::optional<std::int64_t> cached = k.promptDetails ? k.detailCached : std::nullopt;
+  usage.cachedTokens = tokens(cached ? cached : k.cached);
+  if (k.completionDetails) usage.reasoningTokens = tokens(k.reasoning);
+  return usage;
+}
+
+// The one-pass reader behind readUsageQuick(): a cursor over the text and
+// the few grammar pieces a usage object of the common shape is made of.
+struct Cursor {
+  const char* p;
+  const char* end;
+
+  void skipSpace() {
+    while (p != end && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t'))
+      ++p;
+  }
+  bool eat(char c) {
+    skipSpace();
+    if (p == end || *p != c) return false;
+    ++p;
+    return true;
+  }
+  // `"key"` and its ':', for a key of printable ASCII without escapes.
+  bool key(std::string_view& out) {
+    if (!eat('"')) return false;
+    const void* quote = std::memchr(p, '"', static_cast<std::size_t>(end - p));
+    if (quote == nullptr) return false;
+    const char* close = static_cast<const char*>(quote);
+    for (const char* s = p; s != close; ++s) {
+      const auto byte = static_cast<unsigned char>(*s);
+      if (byte == '\\' || byte < 0x20 || byte >= 0x80) return false;
+    }
+    out = std::string_view(p, static_cast<std::size_t>(close - p));
+    p = close + 1;
+    return eat(':');
+  }
+  // A number (RFC 8259 grammar), a literal, or neither (false). A number's
+  // integer value goes to `*count` when `count` is given; a literal leaves
+  // it unset, as the general reader does for a count that is not a number.
+  bool scalar(std::optional<std::int64_t>* count) {
+    skipSpace();
+    if (p == end) return false;
+    const char* start = p;
+    if (*p == '-' || isDigit(*p)) {
+      if (*p == '-') ++p;
+      if (p == end || !isDigit(*p)) return false;
+      if (*p == '0') {
+        if (++p != end && isDigit(*p)) return false;
+      } else {
+        skipDigits();
+      }
+      if (p != end && *p == '.') {
+        if (++p == end || !isDigit(*p)) return false;
+        skipDigits();
+      }
+      if (p != end && (*p == 'e' || *p == 'E')) {
+        if (++p != end && (*p == '+' || *p == '-')) ++p;
+        if (p == end || !isDigit(*p)) return false;
+        skipDigits();
+      }
+      if (count) *count = parseInt(std::string_view(start, static_cast<std::size_t>(p - start)));
+      return true;
+    }
+    for (std::string_view word : {"null", "true", "false"}) {
+      if (static_cast<std::size_t>(end - p) >= word.size() &&
+          std::memcmp(p, word.data(), word.size()) == 0) {
+        p += word.size();
+        return true;
+      }
+    }
+    return false;  // a string, an array: not the common shape
+  }
+  // A flat object of scalars; the first member named `want` into `*count`.
+  bool flatObject(std::string_view want, std::optional<std::int64_t>* count) {
+    ++p;  // at '{'
+    if (eat('}')) return true;
+    for (;;) {
+      std::string_view name;
+      if (!key(name)) return false;
+      const bool first = count != nullptr && name == want;
+      if (!scalar(first ? count : nullptr)) return false;
+      if (first) count = nullptr;
+      if (eat(',')) continue;
+      return eat('}');
+    }
+  }
+
+  static bool isDigit(char c) { return c >= '0' && c <= '9'; }
+  void skipDigits() {
+    while (p != end && isDigit(*p))
+      ++p;
+  }
+};
+
+// The general reader: any valid object (escaped keys, string or array
+// values, any nesting), validated by json_scan.
+bool readUsageScanned(std::string_view text, JsonSpan object, Usage& usage) {
+  if (scanObject(text, object, usageMembers)) return false;
+  const auto& m = usageMembers;
+  Counts k;
+  k.prompt = intMember(text, m, "prompt_tokens");
+  k.completion = intMember(text, m, "completion_tokens");
+  k.total = intMember(text, m, "total_tokens");
+  k.cached = intMember(text, m, "cached_tokens");
   if (nestedObject(text, m, "prompt_tokens_details", detailMembers)) {
-    cached = intMember(text, detailMembers, "cached_tokens");
+    k.promptDetails = true;
+    k.detailCached = intMember(text, detailMembers, "cached_tokens");
   }
-  usage.cachedTokens = tokens(cached ? cached : intMember(text, m, "cached_tokens"));
   if (nestedObject(text, m, "completion_tokens_details", detailMembers)) {
-    usage.reasoningTokens = tokens(intMember(text, detailMembers, "reasoning_tokens"));
+    k.completionDetails = true;
+    k.reasoning = intMember(text, detailMembers, "reasoning_tokens");
   }
+  usage = settle(k);
   return true;
+}
+
+bool readUsage(std::string_view text, JsonSpan object, Usage& usage) {
+  Usage quick;
+  if (readUsageQuick(text, object.offset, quick) == object.end()) {
+    usage = quick;
+    return true;
+  }
+  return readUsageScanned(text, object, usage);
 }
 
 // Members of choices[0] into choiceMembers; false when there is no such object.
@@ -78,6 +199,56 @@ void appendInt(std::string& out, std::int64_t value) {
 }
 
 }  // namespace
+
+std::size_t readUsageQuick(std::string_view text, std::size_t open, Usage& usage) {
+  constexpr std::size_t kNo = std::string_view::npos;
+  if (open >= text.size() || text[open] != '{') return kNo;
+  Cursor c{text.data() + open, text.data() + text.size()};
+  ++c.p;
+  Counts k;
+  bool seen[6] = {};
+  if (!c.eat('}')) {
+    for (;;) {
+      std::string_view name;
+      if (!c.key(name)) return kNo;
+      static constexpr std::string_view kNames[6] = {
+          "prompt_tokens", "completion_tokens",     "total_tokens",
+          "cached_tokens", "prompt_tokens_details", "completion_tokens_details"};
+      int slot = -1;
+      for (int i = 0; i < 6 && slot < 0; ++i)
+        if (name == kNames[i]) slot = i;
+      const bool first = slot >= 0 && !seen[slot];
+      if (first) seen[slot] = true;
+      c.skipSpace();
+      if (c.p != c.end && *c.p == '{') {
+        std::optional<std::int64_t>* into = nullptr;
+        std::string_view want;
+        if (first && slot == 4) {
+          k.promptDetails = true;
+          into = &k.detailCached;
+          want = "cached_tokens";
+        } else if (first && slot == 5) {
+          k.completionDetails = true;
+          into = &k.reasoning;
+          want = "reasoning_tokens";
+        }
+        if (!c.flatObject(want, into)) return kNo;
+      } else {
+        std::optional<std::int64_t>* counts[4] = {&k.prompt, &k.completion, &k.total, &k.cached};
+        if (!c.scalar(first && slot < 4 ? counts[slot] : nullptr)) return kNo;
+      }
+      if (c.eat(',')) continue;
+      if (!c.eat('}')) return kNo;
+      break;
+    }
+  }
+  usage = settle(k);
+  return static_cast<std::size_t>(c.p - text.data());
+}
+
+bool readUsageObject(std::string_view text, std::size_t offset, std::size_t length, Usage& usage) {
+  return readUsageScanned(text, JsonSpan{offset, length}, usage);
+}
 
 bool mayContainUsage(std::string_view payload) {
   constexpr std::string_view kKey = "\"usage\"";
@@ -174,10 +345,11 @@ std::optional<Usage> extractBodyUsage(std::string_view body) {
     if (p == std::string_view::npos || body[p] != ':') continue;  // a value, not a key
     p = body.find_first_not_of(" \t\r\n", p + 1);
     if (p == std::string_view::npos || body[p] != '{') break;  // "usage": null
+    Usage usage;
+    if (readUsageQuick(body, p, usage) != std::string_view::npos) return usage;
     std::size_t end = objectEnd(body, p);
     if (end == std::string_view::npos) break;
-    Usage usage;
-    if (readUsage(body, JsonSpan{p, end - p}, usage)) return usage;
+    if (readUsageScanned(body, JsonSpan{p, end - p}, usage)) return usage;
     break;
   }
   std::optional<FoundUsage> found = extractUsage(body);

@@ -133,6 +133,21 @@ void checkUsage(std::string_view data) {
       FUZZ_CHECK(count >= 0 && count <= relay::sse::kMaxUsageTokens, "a token count out of range");
     }
   }
+  // The one-pass usage reader answers as the general one wherever it answers,
+  // from any object in the data (a usage object inside a chunk included).
+  std::size_t tried = 0;
+  for (std::size_t open = data.find('{'); open != std::string_view::npos && tried < 64;
+       open = data.find('{', open + 1), ++tried) {
+    relay::sse::Usage quick;
+    const std::size_t end = relay::sse::readUsageQuick(data, open, quick);
+    if (end == std::string_view::npos) continue;
+    relay::sse::Usage general;
+    FUZZ_CHECK(end > open && end <= data.size() &&
+                   relay::sse::readUsageObject(data, open, end - open, general),
+               "readUsageQuick() accepted what the general reader refuses");
+    FUZZ_CHECK(quick == general, "readUsageQuick() and the general reader disagree");
+  }
+
   relay::sse::ChunkIdentity identity;
   const bool haveIdentity = relay::sse::readChunkIdentity(data, identity);
 

@@ -2,10 +2,14 @@
 //
 // Names are stored lowercase (HTTP/2 requires it and HTTP/1.1 names are
 // case-insensitive), so lookups compare bytes. A handful of fields per message
-// makes a flat vector faster than any map.
+// makes a flat list faster than any map.
 #pragma once
 
 #include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <iterator>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -13,16 +17,57 @@
 
 namespace relay {
 
+// One field as a view into its Headers: valid until that Headers changes.
 struct HeaderField {
-  std::string name;  // lowercase
-  std::string value;
+  std::string_view name;  // lowercase
+  std::string_view value;
 };
 
+// The fields of one head in one buffer: names and values back to back in
+// `text_`, each field an offset and two lengths — one allocation for the
+// bytes and one for the index however many fields arrive, where a string per
+// name and value cost an allocation for every one past 15 bytes.
 class Headers {
- public:
-  using const_iterator = std::vector<HeaderField>::const_iterator;
+  struct Entry {
+    std::uint32_t at;  // name at text_[at], value right after it
+    std::uint32_t nameLength;
+    std::uint32_t valueLength;
+  };
 
-  // `name` is lowercased on the way in.
+ public:
+  class const_iterator {
+   public:
+    using iterator_category = std::forward_iterator_tag;
+    using value_type = HeaderField;
+    using difference_type = std::ptrdiff_t;
+    using pointer = void;
+    using reference = HeaderField;
+
+    const_iterator() = default;
+    HeaderField operator*() const { return owner_->field(*at_); }
+    const_iterator& operator++() {
+      ++at_;
+      return *this;
+    }
+    const_iterator operator++(int) {
+      const_iterator before = *this;
+      ++at_;
+      return before;
+    }
+    friend bool operator==(const const_iterator& a, const const_iterator& b) {
+      return a.at_ == b.at_;
+    }
+
+   private:
+    friend class Headers;
+    const_iterator(const Headers* owner, std::vector<Entry>::const_iterator at)
+        : owner_(owner), at_(at) {}
+    const Headers* owner_ = nullptr;
+    std::vector<Entry>::const_iterator at_;
+  };
+
+  // `name` is lowercased on the way in. `name` and `value` may be views into
+  // this Headers itself.
   void add(std::string_view name, std::string_view value);
   // Replaces every field called `name` with one.
   void set(std::string_view name, std::string_view value);
@@ -30,24 +75,33 @@ class Headers {
   // Removes every field for which `pred(field)` is true.
   template <class Pred>
   void removeIf(Pred pred) {
-    std::erase_if(fields_, pred);
+    std::erase_if(entries_, [&](const Entry& e) { return pred(field(e)); });
   }
-  // First value of `name` (lowercase), or nullptr.
-  const std::string* find(std::string_view lowerName) const;
-  bool contains(std::string_view lowerName) const { return find(lowerName) != nullptr; }
+  // First value of `name` (lowercase), or nullopt.
+  std::optional<std::string_view> find(std::string_view lowerName) const;
+  bool contains(std::string_view lowerName) const { return find(lowerName).has_value(); }
   std::string_view get(std::string_view lowerName) const {
-    const std::string* v = find(lowerName);
-    return v ? std::string_view(*v) : std::string_view();
+    return find(lowerName).value_or(std::string_view());
   }
 
-  const_iterator begin() const { return fields_.begin(); }
-  const_iterator end() const { return fields_.end(); }
-  std::size_t size() const { return fields_.size(); }
-  bool empty() const { return fields_.empty(); }
-  void reserve(std::size_t n) { fields_.reserve(n); }
+  const_iterator begin() const { return {this, entries_.begin()}; }
+  const_iterator end() const { return {this, entries_.end()}; }
+  std::size_t size() const { return entries_.size(); }
+  bool empty() const { return entries_.empty(); }
+  // Room for `fields` fields of `bytes` bytes in all.
+  void reserve(std::size_t fields, std::size_t bytes = 0) {
+    entries_.reserve(fields);
+    text_.reserve(bytes);
+  }
 
  private:
-  std::vector<HeaderField> fields_;
+  HeaderField field(const Entry& e) const {
+    const char* at = text_.data() + e.at;
+    return {std::string_view(at, e.nameLength), std::string_view(at + e.nameLength, e.valueLength)};
+  }
+
+  std::string text_;
+  std::vector<Entry> entries_;
 };
 
 // `s` without leading and trailing spaces and tabs (HTTP's optional whitespace).

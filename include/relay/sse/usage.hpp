@@ -55,6 +55,20 @@ std::optional<FoundUsage> extractUsage(std::string_view payload);
 // object. Falls back to extractUsage() when the shortcut does not apply.
 std::optional<Usage> extractBodyUsage(std::string_view body);
 
+// Reads the usage object that opens at text[open] in one pass, for the shape
+// every provider sends: keys of plain ASCII without escapes, values numbers or
+// literals, and one level of objects of the same (the `*_tokens_details`).
+// Returns one past the object's '}' and sets `usage`; npos, leaving `usage`
+// alone, for any other shape or invalid JSON — the general reader then
+// decides. Where it answers, it answers as readUsageObject() does (fuzz_sse
+// compares the two).
+std::size_t readUsageQuick(std::string_view text, std::size_t open, Usage& usage);
+
+// The general reader: the object at [offset, offset + length) of `text`,
+// validated by json_scan, any key spelling, value type or nesting; false when
+// it is not a valid JSON object.
+bool readUsageObject(std::string_view text, std::size_t offset, std::size_t length, Usage& usage);
+
 // What every chunk of one stream shares; read from its first chunk.
 struct ChunkIdentity {
   std::string id;

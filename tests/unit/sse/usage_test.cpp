@@ -1,6 +1,7 @@
 #include "relay/sse/usage.hpp"
 
 #include <string>
+#include <tuple>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -121,6 +122,48 @@ TEST(Usage, IgnoresMalformedPayloadsAndMistypedUsage) {
   ASSERT_TRUE(odd);
   EXPECT_EQ(odd->usage.promptTokens, 0);
   EXPECT_EQ(odd->usage.completionTokens, 0);
+}
+
+// The one-pass reader takes the common shape and answers as the general
+// reader does; anything else it leaves to the general reader (npos).
+TEST(Usage, OnePassReaderAgreesWithTheGeneralReaderOrStepsAside) {
+  auto both = [](std::string_view text) {
+    Usage quick, general;
+    const std::size_t end = readUsageQuick(text, 0, quick);
+    const bool valid = readUsageObject(text, 0, text.size(), general);
+    return std::tuple(end, quick, valid, general);
+  };
+  const std::string_view openAi =
+      R"({"prompt_tokens":20,"completion_tokens":12,"total_tokens":32,"prompt_tokens_details":{"cached_tokens":8,"audio_tokens":0},"completion_tokens_details":{"reasoning_tokens":5}})";
+  auto [end, quick, valid, general] = both(openAi);
+  EXPECT_EQ(end, openAi.size());
+  EXPECT_TRUE(valid);
+  EXPECT_EQ(quick, general);
+  EXPECT_EQ(quick, (Usage{20, 12, 32, 8, 5}));
+
+  // First member of a name wins, whatever its type (the general reader's rule);
+  // a details member that is not an object leaves Moonshot's cached_tokens.
+  const std::string_view dup =
+      R"({ "prompt_tokens" : null , "prompt_tokens": 7, "completion_tokens":1.5e2,"cached_tokens":3,"prompt_tokens_details":null,"prompt_tokens_details":{"cached_tokens":9}} )";
+  std::tie(end, quick, valid, general) = both(dup.substr(0, dup.size() - 1));
+  EXPECT_NE(end, std::string_view::npos);
+  EXPECT_EQ(quick, general);
+  EXPECT_EQ(quick, (Usage{0, 0, 0, 3, 0}));
+
+  // Stepping aside: an escaped key (it may spell a count's name), a string
+  // value, a deeper object, invalid JSON — and not at '{'.
+  for (std::string_view other :
+       {R"({"prompt_tok\u0065ns":5})", R"({"prompt_tokens":"5"})",
+        R"({"prompt_tokens_details":{"x":{"cached_tokens":1}}})", R"({"prompt_tokens":05})",
+        R"({"prompt_tokens":5,})", R"({"prompt_tokens":5)", R"({"a":tru})", R"([1])",
+        "{\"caf\xC3\xA9\":1}"}) {
+    Usage untouched{1, 2, 3, 4, 5};
+    EXPECT_EQ(readUsageQuick(other, 0, untouched), std::string_view::npos) << other;
+    EXPECT_EQ(untouched, (Usage{1, 2, 3, 4, 5}));
+  }
+  // Where the general reader decides, the answer is the same as before.
+  EXPECT_EQ(extractUsage(R"({"usage":{"prompt_tok\u0065ns":5,"completion_tokens":"x"}})")->usage,
+            (Usage{5, 0, 5, 0, 0}));
 }
 
 TEST(Usage, ReadsTheStreamIdentityAndBuildsAUsageChunk) {

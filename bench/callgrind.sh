@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Instructions per request, repeatable to a few hundred: the relay (1 worker)
+# under valgrind's callgrind, a warm-up, counters zeroed, N requests from
+# h2load, counters dumped (method: ../docs/benchmarks.md, "Instruction counts").
+#
+#   bench/callgrind.sh                # 2,000 JSON requests, c=8
+#   MODE=sse bench/callgrind.sh       # 21-event SSE streams instead
+#   N=5000 C=16 bench/callgrind.sh
+#   TOP=25 bench/callgrind.sh         # also the 25 costliest functions (inclusive)
+#   BUILD_DIR=build-ref-abc1234 bench/callgrind.sh   # another build
+#
+# Prints "instructions/request: N"; the dump stays in $OUT (default
+# /tmp/kimi-relay-callgrind.out) for callgrind_annotate.
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+mode=${MODE:-json}
+n=${N:-2000}
+clients=${C:-8}
+warm=${WARM:-500}
+out=${OUT:-/tmp/kimi-relay-callgrind.out}
+bench_need h2load valgrind callgrind_control callgrind_annotate
+bench_start
+rm -f "$out"*
+
+mock_port=28181 relay_port=28180
+"$bin/kimi-relay-mock" --listen 127.0.0.1:$mock_port --name bench --api-key "$upstream_key" \
+  --workers 1 --chunks 19 --chunk-delay-ms 0 --no-record >"$work/mock.log" 2>&1 &
+pids+=($!)
+cat >"$work/relay.yaml" <<EOF
+server:
+  listen: ["127.0.0.1:$relay_port"]
+  workers: 1
+keys:
+  - name: bench
+    sha256: "$key_sha"
+upstreams:
+  - name: mock
+    base_url: "http://127.0.0.1:$mock_port/v1"
+    api_key: "$upstream_key"
+    allow_insecure_http: true
+    models: {kimi-k2: kimi-k2}
+log: {level: warn}
+EOF
+valgrind --tool=callgrind ${VG_ARGS:-} --callgrind-out-file="$out" "$bin/kimi-relay" --config "$work/relay.yaml" \
+  >"$work/relay.log" 2>&1 &
+relay_pid=$!
+pids+=($relay_pid)
+for _ in $(seq 300); do
+  curl -s --noproxy '*' -o /dev/null "http://127.0.0.1:$relay_port/v1/models" && break
+  sleep 0.1
+done
+
+body=$work/body.json
+[[ $mode == sse ]] && body=$work/stream.json
+load() {
+  h2load --h1 -c "$clients" -n "$1" -d "$body" -H "Authorization: Bearer $key" \
+    -H 'Content-Type: application/json' "http://127.0.0.1:$relay_port/v1/chat/completions" >"$work/h2load.txt"
+  grep -q "succeeded, 0 failed, 0 errored" "$work/h2load.txt" ||
+    { echo "bench: requests failed" >&2; cat "$work/h2load.txt" >&2; exit 1; }
+}
+load "$warm"
+callgrind_control -z "$relay_pid" >/dev/null
+load "$n"
+callgrind_control -d "$relay_pid" >/dev/null
+# The dump of the zeroed interval is the newest file written for the pid.
+dump=$(ls -t "$out"* | head -1)
+total=$(awk '/^summary:|^totals:/{print $2; exit}' "$dump")
+printf 'mode: %s, requests: %d, c=%d\ninstructions/request: %d\n' "$mode" "$n" "$clients" $((total / n))
+if [[ -n ${TOP:-} ]]; then
+  callgrind_annotate --inclusive=yes "$dump" 2>/dev/null | sed -n "1,$((TOP + 25))p" | tail -n "$TOP"
+fi

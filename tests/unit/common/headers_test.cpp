@@ -1,0 +1,88 @@
+#include "relay/common/headers.hpp"
+
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+namespace relay {
+namespace {
+
+std::vector<std::pair<std::string, std::string>> fieldsOf(const Headers& h) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const HeaderField& f : h)
+    out.emplace_back(f.name, f.value);
+  return out;
+}
+
+// Names are lowercased eight bytes at a time: every byte value, at every
+// position of a word and in the tail, lowercases as a byte loop would.
+TEST(Headers, LowercasesEveryAsciiLetterAndNothingElse) {
+  for (int byte = 0; byte < 256; ++byte) {
+    for (std::size_t length : {1, 7, 8, 9, 16, 23}) {
+      for (std::size_t at = 0; at < length; ++at) {
+        std::string name(length, 'x');
+        name[at] = static_cast<char>(byte);
+        Headers h;
+        h.add(name, "v");
+        const char expected =
+            (byte >= 'A' && byte <= 'Z') ? static_cast<char>(byte + 32) : static_cast<char>(byte);
+        const std::string_view stored = (*h.begin()).name;
+        ASSERT_EQ(stored.size(), length);
+        ASSERT_EQ(stored[at], expected) << "byte " << byte << " at " << at << " of " << length;
+        for (std::size_t i = 0; i < length; ++i)
+          if (i != at) ASSERT_EQ(stored[i], 'x');
+      }
+    }
+  }
+  Headers h;
+  h.add("X-RateLimit-Remaining-Requests", "Keeps Its Case");
+  EXPECT_EQ(h.get("x-ratelimit-remaining-requests"), "Keeps Its Case");
+}
+
+TEST(Headers, KeepsOrderDuplicatesAndFindsTheFirst) {
+  Headers h;
+  h.add("Accept", "a");
+  h.add("tracestate", "x=1");
+  h.add("tracestate", "y=2");
+  EXPECT_EQ(fieldsOf(h), (std::vector<std::pair<std::string, std::string>>{
+                             {"accept", "a"}, {"tracestate", "x=1"}, {"tracestate", "y=2"}}));
+  EXPECT_EQ(h.find("tracestate"), std::optional<std::string_view>("x=1"));
+  EXPECT_EQ(h.find("trace"), std::nullopt);
+  EXPECT_FALSE(h.contains("Accept"));  // lookups take lowercase names
+  EXPECT_EQ(h.get("missing"), "");
+
+  h.set("TraceState", "z=3");
+  EXPECT_EQ(fieldsOf(h), (std::vector<std::pair<std::string, std::string>>{{"accept", "a"},
+                                                                           {"tracestate", "z=3"}}));
+  h.remove("ACCEPT");
+  h.removeIf([](const HeaderField& f) { return f.value == "nothing"; });
+  EXPECT_EQ(h.size(), 1u);
+  Headers copy = h;
+  h.add("later", "1");
+  EXPECT_EQ(fieldsOf(copy),
+            (std::vector<std::pair<std::string, std::string>>{{"tracestate", "z=3"}}));
+}
+
+// A field added from views of the same Headers survives the buffer moving
+// (the views would dangle), and set() may take the value of the field it
+// replaces.
+TEST(Headers, AddsFromItsOwnFieldsWhileGrowing) {
+  Headers h;
+  const std::string big(300, 'v');
+  h.add("first", big);
+  for (int i = 0; i < 20; ++i) {
+    const HeaderField f = *h.begin();
+    h.add(f.name, f.value);  // grows past the first buffer more than once
+  }
+  ASSERT_EQ(h.size(), 21u);
+  for (const HeaderField& f : h) {
+    EXPECT_EQ(f.name, "first");
+    EXPECT_EQ(f.value, big);
+  }
+  h.set("first", h.get("first"));
+  EXPECT_EQ(fieldsOf(h), (std::vector<std::pair<std::string, std::string>>{{"first", big}}));
+}
+
+}  // namespace
+}  // namespace relay
