@@ -40,6 +40,7 @@
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
+#include <boost/beast/core/buffers_suffix.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 
 #include "h1_request_parser.hpp"
@@ -462,11 +463,30 @@ class H1Session final : public ResponseSink,
       gone_ = true;
       co_return false;
     }
+    std::size_t written = 0;
+    if constexpr (std::is_same_v<Stream, tcp::socket>) {
+      // Most answers fit the socket's send buffer: one sendmsg now (the
+      // socket is non-blocking) and the exchange goes on without a round
+      // through the scheduler; only what did not fit waits for room.
+      boost::system::error_code ec;
+      written = stream_.write_some(buffers, ec);
+      if (ec == asio::error::would_block || ec == asio::error::try_again) {
+        ec = {};
+        written = 0;
+      }
+      if (ec) {
+        gone_ = true;
+        co_return false;
+      }
+      if (written == asio::buffer_size(buffers)) co_return true;
+    }
+    boost::beast::buffers_suffix<Buffers> rest(buffers);
+    rest.consume(written);
     // A caller that stops reading must not hold its exchange (and the upstream
     // slot behind it) for ever: the watchdog resets a write stuck this long.
     writeDeadline_ = SteadyClock::now() + config_->idleTimeout;
     ++writesPending_;
-    auto [ec, n] = co_await asio::async_write(stream_, buffers, kTuple);
+    auto [ec, n] = co_await asio::async_write(stream_, rest, kTuple);
     --writesPending_;
     if (ec) {
       gone_ = true;

@@ -8,6 +8,7 @@
 #include <charconv>
 #include <optional>
 #include <sys/socket.h>
+#include <sys/uio.h>
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/connect.hpp>
@@ -16,6 +17,7 @@
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
+#include <boost/beast/core/buffers_suffix.hpp>
 #include <boost/beast/http/basic_parser.hpp>
 #include <boost/beast/http/read.hpp>
 #include <openssl/ssl.h>
@@ -75,6 +77,29 @@ std::string serializeRequest(const OutgoingRequest& req, const Target& target) {
   }
   out.append("\r\n"sv);
   return out;
+}
+
+// One non-blocking sendmsg of `bufs`: the bytes it took (0 when the socket
+// had no room); `ec` set only for a real failure (the peer reset, ...).
+std::size_t sendNow(int fd, const std::array<asio::const_buffer, 2>& bufs,
+                    boost::system::error_code& ec) {
+  iovec iov[2];
+  std::size_t count = 0;
+  for (const asio::const_buffer& b : bufs) {
+    if (b.size() == 0) continue;
+    iov[count].iov_base = const_cast<void*>(b.data());
+    iov[count].iov_len = b.size();
+    ++count;
+  }
+  if (count == 0) return 0;
+  msghdr msg{};
+  msg.msg_iov = iov;
+  msg.msg_iovlen = count;
+  const ssize_t sent = ::sendmsg(fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+  if (sent >= 0) return static_cast<std::size_t>(sent);
+  if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+    ec.assign(errno, boost::system::system_category());
+  return 0;
 }
 
 }  // namespace
@@ -244,10 +269,23 @@ class ResponseStreamImpl final : public ResponseStream {
                       : FailureKind::kTotalTimeout);
     std::string head = serializeRequest(req, target);
     std::array<asio::const_buffer, 2> bufs{asio::buffer(head), asio::buffer(req.body)};
-    auto [wec, wn] =
-        co_await conn_->visit([&](auto& s) { return asio::async_write(s, bufs, kTuple); });
-    requestBytesWritten_ = wn;
-    if (wec) co_return fail(FailureKind::kReset, wec.message());
+    // Plain TCP: one sendmsg now, which nearly always takes the whole
+    // request, and no round through the scheduler; what did not fit (and
+    // every TLS write) goes through the asynchronous write.
+    requestBytesWritten_ = 0;
+    if (conn_->plain) {
+      boost::system::error_code sec;
+      requestBytesWritten_ = sendNow(conn_->plain->native_handle(), bufs, sec);
+      if (sec) co_return fail(FailureKind::kReset, sec.message());
+    }
+    if (requestBytesWritten_ < head.size() + req.body.size()) {
+      beast::buffers_suffix<std::array<asio::const_buffer, 2>> rest(bufs);
+      rest.consume(requestBytesWritten_);
+      auto [wec, wn] =
+          co_await conn_->visit([&](auto& s) { return asio::async_write(s, rest, kTuple); });
+      requestBytesWritten_ += wn;
+      if (wec) co_return fail(FailureKind::kReset, wec.message());
+    }
     // Wait for the answer before reading: reading at once would nearly always
     // be an EAGAIN, a system call for nothing.
     if (conn_->buffer.size() == 0) {
