@@ -286,21 +286,27 @@ class ResponseStreamImpl final : public ResponseStream {
       requestBytesWritten_ += wn;
       if (wec) co_return fail(FailureKind::kReset, wec.message());
     }
-    // Wait for the answer before reading: reading at once would nearly always
-    // be an EAGAIN, a system call for nothing.
-    if (conn_->buffer.size() == 0) {
-      auto [wec] = co_await conn_->socket().async_wait(tcp::socket::wait_read, kTuple);
-      if (wec) co_return fail(FailureKind::kReset, wec.message(), wec);
-    }
     // An interim answer (100 Continue, 103 Early Hints) is followed by the
     // final one on the same connection: read on to it. Left unread, that
     // answer would reach whoever uses the connection next.
     for (int interims = 0;;) {
-      // Room for a head and the body that often comes with it in one read
-      // (Beast reads what the buffer's capacity allows, at least 512 bytes).
-      conn_->buffer.reserve(Connection::kReadBytes);
-      auto [ec, n] = co_await conn_->visit(
-          [&](auto& s) { return http::async_read_header(s, conn_->buffer, *parser_, kTuple); });
+      boost::system::error_code ec;
+      if (conn_->plain) {
+        ec = co_await readHeadPlain();
+      } else {
+        // Wait for the answer before reading: reading at once would nearly
+        // always be an EAGAIN, a system call for nothing. Then room for a
+        // head and the body that often comes with it in one read (Beast
+        // reads what the buffer's capacity allows, at least 512 bytes).
+        if (conn_->buffer.size() == 0) {
+          auto [wec] = co_await conn_->socket().async_wait(tcp::socket::wait_read, kTuple);
+          if (wec) co_return fail(FailureKind::kReset, wec.message(), wec);
+        }
+        conn_->buffer.reserve(Connection::kReadBytes);
+        auto [rec, n] =
+            co_await http::async_read_header(*conn_->tls, conn_->buffer, *parser_, kTuple);
+        ec = rec;
+      }
       if (ec) {
         if (ec == http::error::end_of_stream || ec == asio::error::eof ||
             ec == asio::error::connection_reset || ec == asio::error::operation_aborted ||
@@ -401,6 +407,38 @@ class ResponseStreamImpl final : public ResponseStream {
   // At most this many 1xx answers before the final one (each has its own
   // head limit; all of them fall under the first-byte deadline).
   static constexpr int kMaxInterimAnswers = 8;
+
+  // The head on plain TCP: what the connection buffer holds is parsed, and
+  // after each readiness wait one recv adds what the socket has (Beast's
+  // composed read would complete through the scheduler once more after the
+  // wait). Errors as Beast's read gives them: end_of_stream when the
+  // upstream closed before a byte, partial_message within the head.
+  Task<boost::system::error_code> readHeadPlain() {
+    for (;;) {
+      if (conn_->buffer.size() > 0) {
+        boost::system::error_code ec;
+        const std::size_t used = parser_->put(conn_->buffer.data(), ec);
+        conn_->buffer.consume(used);
+        if (ec != http::error::need_more) co_return ec;  // the head, or what is wrong with it
+        if (used > 0 && conn_->buffer.size() > 0) continue;
+      }
+      auto [wec] = co_await conn_->plain->async_wait(tcp::socket::wait_read, kTuple);
+      if (wec) co_return wec;
+      const asio::mutable_buffer space = conn_->buffer.prepare(Connection::kReadBytes);
+      const ssize_t n =
+          ::recv(conn_->plain->native_handle(), space.data(), space.size(), MSG_DONTWAIT);
+      if (n > 0) {
+        conn_->buffer.commit(static_cast<std::size_t>(n));
+      } else if (n == 0) {
+        if (!parser_->got_some()) co_return http::error::end_of_stream;
+        boost::system::error_code ec;
+        parser_->put_eof(ec);
+        co_return ec ? ec : http::error::partial_message;
+      } else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+        co_return boost::system::error_code(errno, boost::system::system_category());
+      }
+    }
+  }
 
   void newParser() {
     parser_.emplace(headers_);
