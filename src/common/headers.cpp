@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <limits>
+#include <stdexcept>
 
 namespace relay {
 
@@ -61,30 +63,53 @@ void lowerInPlace(char* p, std::size_t n) {
 }
 }  // namespace
 
+Headers::Text::Text(const Text& other) : size(other.size), capacity(other.size) {
+  if (size == 0) return;
+  bytes = std::make_unique_for_overwrite<char[]>(size);
+  std::memcpy(bytes.get(), other.bytes.get(), size);
+}
+
+Headers::Text& Headers::Text::operator=(const Text& other) {
+  if (this != &other) *this = Text(other);
+  return *this;
+}
+
+void Headers::Text::grow(std::size_t atLeast) {
+  if (atLeast > std::numeric_limits<std::uint32_t>::max()) throw std::length_error("header fields");
+  auto larger = std::make_unique_for_overwrite<char[]>(atLeast);
+  if (size != 0) std::memcpy(larger.get(), bytes.get(), size);
+  bytes = std::move(larger);
+  capacity = static_cast<std::uint32_t>(atLeast);
+}
+
 void Headers::add(std::string_view name, std::string_view value) {
   // A head has a dozen fields or so: room for them at once, not growth by
   // doubling (which moves every byte each time).
   if (entries_.capacity() == 0) entries_.reserve(12);
   const std::size_t need = name.size() + value.size();
-  if (text_.capacity() - text_.size() < need) {
+  if (text_.capacity - text_.size < need) {
     const char* old = text_.data();
-    const bool aliased = (name.data() >= old && name.data() < old + text_.size()) ||
-                         (value.data() >= old && value.data() < old + text_.size());
+    const bool aliased =
+        old != nullptr && ((name.data() >= old && name.data() < old + text_.size) ||
+                           (value.data() >= old && value.data() < old + text_.size));
     if (aliased) {  // the views would dangle when the buffer moves
       const std::string copy = std::string(name).append(value);
       add(std::string_view(copy).substr(0, name.size()),
           std::string_view(copy).substr(name.size()));
       return;
     }
-    text_.reserve(
-        std::max<std::size_t>(text_.size() + need, text_.empty() ? 384 : text_.capacity() * 2));
+    text_.grow(std::max<std::size_t>(std::size_t{text_.size} + need,
+                                     text_.capacity == 0 ? 384 : std::size_t{text_.capacity} * 2));
   }
-  const auto at = static_cast<std::uint32_t>(text_.size());
-  text_.append(name);
-  lowerInPlace(text_.data() + at, name.size());
-  text_.append(value);
-  entries_.push_back(
-      Entry{at, static_cast<std::uint32_t>(name.size()), static_cast<std::uint32_t>(value.size())});
+  char* at = text_.bytes.get() + text_.size;
+  if (!name.empty()) {
+    std::memcpy(at, name.data(), name.size());
+    lowerInPlace(at, name.size());
+  }
+  if (!value.empty()) std::memcpy(at + name.size(), value.data(), value.size());
+  entries_.push_back(Entry{text_.size, static_cast<std::uint32_t>(name.size()),
+                           static_cast<std::uint32_t>(value.size())});
+  text_.size += static_cast<std::uint32_t>(need);
 }
 
 void Headers::set(std::string_view name, std::string_view value) {

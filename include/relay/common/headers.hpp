@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <iterator>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -91,16 +92,41 @@ class Headers {
   // Room for `fields` fields of `bytes` bytes in all.
   void reserve(std::size_t fields, std::size_t bytes = 0) {
     entries_.reserve(fields);
-    text_.reserve(bytes);
+    if (bytes > text_.capacity) text_.grow(bytes);
   }
 
  private:
+  // The bytes of every field: a size, a capacity and the bytes (a
+  // std::string would check and terminate on every append). A copy holds
+  // just the bytes in use.
+  struct Text {
+    std::unique_ptr<char[]> bytes;
+    std::uint32_t size = 0;
+    std::uint32_t capacity = 0;
+
+    Text() = default;
+    Text(const Text& other);
+    Text& operator=(const Text& other);
+    Text(Text&& other) noexcept
+        : bytes(std::move(other.bytes)),
+          size(std::exchange(other.size, 0)),
+          capacity(std::exchange(other.capacity, 0)) {}
+    Text& operator=(Text&& other) noexcept {
+      bytes = std::move(other.bytes);
+      size = std::exchange(other.size, 0);
+      capacity = std::exchange(other.capacity, 0);
+      return *this;
+    }
+    void grow(std::size_t atLeast);
+    const char* data() const { return bytes.get(); }
+  };
+
   HeaderField field(const Entry& e) const {
     const char* at = text_.data() + e.at;
     return {std::string_view(at, e.nameLength), std::string_view(at + e.nameLength, e.valueLength)};
   }
 
-  std::string text_;
+  Text text_;
   std::vector<Entry> entries_;
 };
 

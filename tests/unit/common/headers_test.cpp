@@ -64,6 +64,35 @@ TEST(Headers, KeepsOrderDuplicatesAndFindsTheFirst) {
             (std::vector<std::pair<std::string, std::string>>{{"tracestate", "z=3"}}));
 }
 
+// Copies hold their own bytes; a moved-from Headers is empty and usable.
+TEST(Headers, CopiesAndMovesKeepTheirFields) {
+  Headers a;
+  a.add("X-One", std::string(500, '1'));  // past the first buffer's 384 bytes
+  a.add("two", "2");
+  Headers copy(a);
+  Headers assigned;
+  assigned.add("old", "gone");
+  assigned = a;
+  a.set("two", "changed");
+  EXPECT_EQ(copy.get("two"), "2");
+  EXPECT_EQ(assigned.get("two"), "2");
+  EXPECT_EQ(assigned.get("old"), "");
+  EXPECT_EQ(copy.get("x-one"), std::string(500, '1'));
+  copy.add("three", "3");  // a copy's buffer is exactly full: it grows
+  EXPECT_EQ(copy.size(), 3u);
+
+  Headers moved(std::move(a));
+  EXPECT_EQ(moved.get("two"), "changed");
+  EXPECT_TRUE(a.empty());  // NOLINT(bugprone-use-after-move): the moved-from state is the point
+  a.add("again", "yes");
+  EXPECT_EQ(a.get("again"), "yes");
+  Headers empty;
+  Headers emptyCopy(empty);
+  EXPECT_TRUE(emptyCopy.empty());
+  emptyCopy.add("", "");
+  EXPECT_EQ(emptyCopy.size(), 1u);
+}
+
 // A field added from views of the same Headers survives the buffer moving
 // (the views would dangle), and set() may take the value of the field it
 // replaces.
