@@ -12,6 +12,7 @@
 #include <openssl/rand.h>
 
 #include "relay/common/base64url.hpp"
+#include "relay/common/hex.hpp"
 
 namespace relay::admission {
 
@@ -38,13 +39,7 @@ Digest sha256(std::string_view data) {
 }
 
 std::string toHex(const Digest& digest) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out(64, '0');
-  for (std::size_t i = 0; i < digest.size(); ++i) {
-    out[2 * i] = kHex[digest[i] >> 4];
-    out[2 * i + 1] = kHex[digest[i] & 0xf];
-  }
-  return out;
+  return toHexString(digest.data(), digest.size());
 }
 
 bool fromHex(std::string_view hex, Digest& out) {

@@ -15,6 +15,8 @@
 #include <openssl/evp.h>
 #include <spdlog/spdlog.h>
 
+#include "relay/common/hex.hpp"
+
 namespace relay::cluster {
 
 namespace asio = boost::asio;
@@ -28,13 +30,7 @@ std::string sha1Hex(std::string_view text) {
   unsigned char md[EVP_MAX_MD_SIZE];
   unsigned int len = 0;
   EVP_Digest(text.data(), text.size(), md, &len, EVP_sha1(), nullptr);
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  for (unsigned i = 0; i < len; ++i) {
-    out += kHex[md[i] >> 4];
-    out += kHex[md[i] & 15];
-  }
-  return out;
+  return toHexString(md, len);
 }
 
 RedisErrorKind statKind(RedisError e) {

@@ -4,6 +4,8 @@
 #include <random>
 #include <vector>
 
+#include "relay/common/hex.hpp"
+
 namespace relay {
 namespace {
 
@@ -78,17 +80,20 @@ std::mt19937_64 seededGenerator() {
   return std::mt19937_64(seed);
 }
 
-std::string randomHex(std::size_t digits) {
+// `words` random 64-bit words as 16 hex digits each, never all zeros (the
+// spec's "invalid" id).
+std::string randomHex(std::size_t words) {
   thread_local std::mt19937_64 random = seededGenerator();
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out(digits, '0');
-  do {
-    for (std::size_t i = 0; i < digits; i += 16) {
-      std::uint64_t bits = random();
-      for (std::size_t j = 0; j < 16 && i + j < digits; ++j)
-        out[i + j] = kHex[(bits >> (60 - 4 * j)) & 0xf];
+  std::string out(16 * words, '0');
+  bool zero = true;
+  while (zero) {
+    char* at = out.data();
+    for (std::size_t i = 0; i < words; ++i) {
+      const std::uint64_t bits = random();
+      zero = zero && bits == 0;
+      at = writeHexWord(at, bits);
     }
-  } while (allZero(out));  // all zeros is the spec's "invalid"
+  }
   return out;
 }
 
@@ -155,23 +160,24 @@ std::optional<std::string> normaliseTracestate(std::string_view value) {
 }
 
 std::string newTraceId() {
-  return randomHex(32);
+  return randomHex(2);
 }
 
 std::string newSpanId() {
-  return randomHex(16);
+  return randomHex(1);
 }
 
 std::string TraceContext::traceparent() const {
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out = "00-";
-  out.reserve(kTraceparentV0Size);
-  out += traceId;
-  out += '-';
-  out += spanId;
-  out += '-';
-  out += kHex[flags >> 4];
-  out += kHex[flags & 0xf];
+  std::string out(3 + traceId.size() + 1 + spanId.size() + 3, '-');
+  char* at = out.data();
+  *at++ = '0';
+  *at++ = '0';
+  ++at;  // '-'
+  at = std::copy(traceId.begin(), traceId.end(), at);
+  ++at;
+  at = std::copy(spanId.begin(), spanId.end(), at);
+  ++at;
+  writeHexWord(at, flags, 2);
   return out;
 }
 
