@@ -156,7 +156,10 @@ TEST(Usage, OnePassReaderAgreesWithTheGeneralReaderOrStepsAside) {
        {R"({"prompt_tok\u0065ns":5})", R"({"prompt_tokens":"5"})",
         R"({"prompt_tokens_details":{"x":{"cached_tokens":1}}})", R"({"prompt_tokens":05})",
         R"({"prompt_tokens":5,})", R"({"prompt_tokens":5)", R"({"a":tru})", R"([1])",
-        "{\"caf\xC3\xA9\":1}"}) {
+        "{\"caf\xC3\xA9\":1}",
+        // the same inside the first eight bytes of a longer key
+        R"({"p\u0072ompt_tokens":5})", "{\"pr\x01mpt_tokens\":5}",
+        "{\"prom\xC3\xA9t_tokens\":5}"}) {
     Usage untouched{1, 2, 3, 4, 5};
     EXPECT_EQ(readUsageQuick(other, 0, untouched), std::string_view::npos) << other;
     EXPECT_EQ(untouched, (Usage{1, 2, 3, 4, 5}));
