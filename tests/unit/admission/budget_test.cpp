@@ -238,7 +238,12 @@ TEST(BudgetHold, AHardCeilingUnderParallelReservations) {
     threads.emplace_back([&, i] {
       for (int n = 0; n < kEach; ++n) {
         auto h = budget.reserve(BudgetAsk{toNanoUsd(0.01), 0, 0}, t);
-        if (budget.held().usd + budget.usage(t).spent > toNanoUsd(1.0)) overdrawn = true;
+        // Spent first, then held: a settle between the two reads moves money
+        // from held to spent, so this order can only under-count. (Held first
+        // counted a settle in both and reported an overdraw that never was:
+        // seen under ASan's timing.)
+        const NanoUsd spent = budget.usage(t).spent;
+        if (spent + budget.held().usd > toNanoUsd(1.0)) overdrawn = true;
         if (auto* hold = std::get_if<BudgetHold>(&h)) {
           NanoUsd cost = (n + i) % 3 == 0 ? toNanoUsd(0.01) : toNanoUsd(0.001);
           hold->settle(BudgetAsk{cost, 0, 0}, t);
