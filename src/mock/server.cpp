@@ -5,7 +5,6 @@
 
 #include <boost/asio/error.hpp>
 #include <boost/system/system_error.hpp>
-
 #include <nlohmann/json.hpp>
 
 #include "pause.hpp"
@@ -198,9 +197,12 @@ net::Task<Outcome> MockServer::embeddings(net::Exchange& exchange) {
     inputs.push_back(input.get<std::string>());
   } else if (input.is_array()) {
     for (const auto& item : input) {
-      if (item.is_string()) inputs.push_back(item.get<std::string>());
-      else if (item.is_number()) tokens += 1;
-      else if (item.is_array()) tokens += item.size();
+      if (item.is_string())
+        inputs.push_back(item.get<std::string>());
+      else if (item.is_number())
+        tokens += 1;
+      else if (item.is_array())
+        tokens += item.size();
     }
     if (inputs.empty() && tokens > 0) inputs.push_back(std::string());
   }
@@ -208,9 +210,11 @@ net::Task<Outcome> MockServer::embeddings(net::Exchange& exchange) {
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     tokens += (inputs[i].size() + 3) / 4;
     std::uint64_t h = 1469598103934665603ull;
-    for (char c : inputs[i]) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
+    for (char c : inputs[i])
+      h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
     nlohmann::json vec = nlohmann::json::array();
-    for (int d = 0; d < 8; ++d) vec.push_back(static_cast<double>((h >> (d * 8)) & 0xff) / 255.0);
+    for (int d = 0; d < 8; ++d)
+      vec.push_back(static_cast<double>((h >> (d * 8)) & 0xff) / 255.0);
     data.push_back({{"object", "embedding"}, {"index", i}, {"embedding", vec}});
   }
   nlohmann::json out = {{"object", "list"},
