@@ -23,24 +23,8 @@ bench_start
 rm -f "$out"*
 
 mock_port=28181 relay_port=28180
-"$bin/kimi-relay-mock" --listen 127.0.0.1:$mock_port --name bench --api-key "$upstream_key" \
-  --workers 1 --chunks 19 --chunk-delay-ms 0 --no-record >"$work/mock.log" 2>&1 &
-pids+=($!)
-cat >"$work/relay.yaml" <<EOF
-server:
-  listen: ["127.0.0.1:$relay_port"]
-  workers: 1
-keys:
-  - name: bench
-    sha256: "$key_sha"
-upstreams:
-  - name: mock
-    base_url: "http://127.0.0.1:$mock_port/v1"
-    api_key: "$upstream_key"
-    allow_insecure_http: true
-    models: {kimi-k2: kimi-k2}
-log: {level: warn}
-EOF
+bench_mock $mock_port
+bench_relay_yaml "$work/relay.yaml" $relay_port $mock_port
 valgrind --tool=callgrind ${VG_ARGS:-} --callgrind-out-file="$out" "$bin/kimi-relay" --config "$work/relay.yaml" \
   >"$work/relay.log" 2>&1 &
 relay_pid=$!

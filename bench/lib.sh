@@ -42,3 +42,59 @@ bench_start() {
 JSON
   sed 's/"max_tokens":256}/"max_tokens":256,"stream":true}/' "$work/body.json" >"$work/stream.json"
 }
+
+# bench_mock PORT [ARGS...]: a kimi-relay-mock (one worker, 19 content chunks,
+# no delay) on 127.0.0.1:PORT, checking the bench upstream key.
+bench_mock() {
+  local port=$1
+  shift
+  "$bin/kimi-relay-mock" --listen "127.0.0.1:$port" --name bench --api-key "$upstream_key" \
+    --workers 1 --chunks 19 --chunk-delay-ms 0 --no-record "$@" >"$work/mock-$port.log" 2>&1 &
+  pids+=($!)
+}
+
+# bench_relay_yaml FILE RELAY_PORT MOCK_PORT: one worker, the bench key, one
+# plain-HTTP upstream serving kimi-k2.
+bench_relay_yaml() {
+  cat >"$1" <<YAML
+server:
+  listen: ["127.0.0.1:$2"]
+  workers: 1
+keys:
+  - name: bench
+    sha256: "$key_sha"
+upstreams:
+  - name: mock
+    base_url: "http://127.0.0.1:$3/v1"
+    api_key: "$upstream_key"
+    allow_insecure_http: true
+    models: {kimi-k2: kimi-k2}
+log: {level: warn}
+YAML
+}
+
+# bench_nginx_conf FILE PORT MOCK_PORT: nginx as the same reverse proxy (one
+# worker, upstream keep-alive, no buffering, the upstream key injected).
+bench_nginx_conf() {
+  cat >"$1" <<CONF
+worker_processes 1;
+master_process off;
+pid $work/nginx.pid;
+error_log $work/nginx-error.log warn;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  upstream mock { server 127.0.0.1:$3; keepalive 128; }
+  server {
+    listen 127.0.0.1:$2;
+    location / {
+      proxy_pass http://mock;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_set_header Authorization "Bearer $upstream_key";
+      proxy_buffering off;
+    }
+  }
+}
+CONF
+}

@@ -22,50 +22,14 @@ bench_cleanup_extra() {
 bench_start
 
 mock_port=28281 relay_port=28280 nginx_port=28282
-"$bin/kimi-relay-mock" --listen 127.0.0.1:$mock_port --name bench --api-key "$upstream_key" \
-  --workers 1 --chunks 19 --chunk-delay-ms 0 --no-record >"$work/mock.log" 2>&1 &
-pids+=($!)
-cat >"$work/relay.yaml" <<EOF
-server:
-  listen: ["127.0.0.1:$relay_port"]
-  workers: 1
-keys:
-  - name: bench
-    sha256: "$key_sha"
-upstreams:
-  - name: mock
-    base_url: "http://127.0.0.1:$mock_port/v1"
-    api_key: "$upstream_key"
-    allow_insecure_http: true
-    models: {kimi-k2: kimi-k2}
-log: {level: warn}
-EOF
+bench_mock $mock_port
+bench_relay_yaml "$work/relay.yaml" $relay_port $mock_port
 "$bin/kimi-relay" --config "$work/relay.yaml" >"$work/relay.log" 2>&1 &
 relay_pid=$!
 pids+=($relay_pid)
 targets=("kimi-relay $relay_pid $relay_port")
 if [[ -z $only ]]; then
-  cat >"$work/nginx.conf" <<EOF
-worker_processes 1;
-master_process off;
-pid $work/nginx.pid;
-error_log $work/nginx-error.log warn;
-events { worker_connections 4096; }
-http {
-  access_log off;
-  upstream mock { server 127.0.0.1:$mock_port; keepalive 128; }
-  server {
-    listen 127.0.0.1:$nginx_port;
-    location / {
-      proxy_pass http://mock;
-      proxy_http_version 1.1;
-      proxy_set_header Connection "";
-      proxy_set_header Authorization "Bearer $upstream_key";
-      proxy_buffering off;
-    }
-  }
-}
-EOF
+  bench_nginx_conf "$work/nginx.conf" $nginx_port $mock_port
   nginx -c "$work/nginx.conf" -g 'daemon off;' &
   pids+=($!)
   targets+=("nginx $! $nginx_port")
