@@ -270,18 +270,24 @@ class H1Session final : public ResponseSink,
     parser_->eager(false);
     std::optional<SteadyClock::time_point> headStart;
     if (inbox_.size() > 0) headStart = first ? acceptedAt_ : SteadyClock::now();
-    // Beast checks header_limit against the bytes of one put() only, and
-    // takes complete fields as they arrive: the cap is on the whole head, so
-    // each put gets what is left of it.
+    // The cap is on the whole head, however it arrives. Beast checks
+    // header_limit against the bytes of one put() only, and the start line
+    // and the fields each on their own (a head in one put could be the limit
+    // plus its start line): each put is offered no more than what is left of
+    // the cap, and a head that has not ended within it is over the limit.
     std::size_t headBytes = 0;
     for (;;) {
       if (inbox_.size() > 0) {
         if (!headStart) headStart = SteadyClock::now();
-        parser_->header_limit(static_cast<std::uint32_t>(config_->maxHeaderBytes - headBytes));
+        const std::size_t room = config_->maxHeaderBytes - headBytes;
+        const std::size_t offered = std::min(inbox_.size(), room);
+        parser_->header_limit(static_cast<std::uint32_t>(room));
         boost::system::error_code ec;
-        std::size_t used = parser_->put(inbox_.data(), ec);
+        std::size_t used = parser_->put(asio::buffer(inbox_.data().data(), offered), ec);
         inbox_.consume(used);
         if (!parser_->is_header_done()) headBytes += used;
+        if (ec == http::error::need_more && offered == room && !parser_->is_header_done())
+          ec = http::error::header_limit;
         wakeReader();
         if (parser_->is_header_done() && (!ec || ec == http::error::need_more)) {
           co_return co_await checkHead() ? HeadOutcome::kReady : HeadOutcome::kRefused;

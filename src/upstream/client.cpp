@@ -14,12 +14,13 @@
 #include <boost/asio/connect.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ssl/context.hpp>
+#include <boost/asio/ssl/error.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/buffers_suffix.hpp>
 #include <boost/beast/http/basic_parser.hpp>
-#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/error.hpp>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 
@@ -290,28 +291,17 @@ class ResponseStreamImpl final : public ResponseStream {
     // final one on the same connection: read on to it. Left unread, that
     // answer would reach whoever uses the connection next.
     for (int interims = 0;;) {
-      boost::system::error_code ec;
-      if (conn_->plain) {
-        ec = co_await readHeadPlain();
-      } else {
-        // Wait for the answer before reading: reading at once would nearly
-        // always be an EAGAIN, a system call for nothing. Then room for a
-        // head and the body that often comes with it in one read (Beast
-        // reads what the buffer's capacity allows, at least 512 bytes).
-        if (conn_->buffer.size() == 0) {
-          auto [wec] = co_await conn_->socket().async_wait(tcp::socket::wait_read, kTuple);
-          if (wec) co_return fail(FailureKind::kReset, wec.message(), wec);
-        }
-        conn_->buffer.reserve(Connection::kReadBytes);
-        auto [rec, n] =
-            co_await http::async_read_header(*conn_->tls, conn_->buffer, *parser_, kTuple);
-        ec = rec;
-      }
+      boost::system::error_code ec = co_await readHead();
       if (ec) {
         if (ec == http::error::end_of_stream || ec == asio::error::eof ||
             ec == asio::error::connection_reset || ec == asio::error::operation_aborted ||
             ec == asio::error::bad_descriptor)
           co_return fail(FailureKind::kReset, ec.message(), ec);
+        if (ec == http::error::header_limit)
+          co_return fail(FailureKind::kProtocol,
+                         "the upstream's response head is larger than " +
+                             std::to_string(kMaxHeadBytes) + " bytes",
+                         ec);
         co_return fail(FailureKind::kProtocol, ec.message(), ec);
       }
       status_ = parser_->status();
@@ -407,42 +397,74 @@ class ResponseStreamImpl final : public ResponseStream {
   // At most this many 1xx answers before the final one (each has its own
   // head limit; all of them fall under the first-byte deadline).
   static constexpr int kMaxInterimAnswers = 8;
+  // One head (status line to the blank line that ends it) is at most this
+  // long; the connection buffer then holds at most this plus one read.
+  static constexpr std::size_t kMaxHeadBytes = 64 * 1024;
 
-  // The head on plain TCP: what the connection buffer holds is parsed, and
-  // after each readiness wait one recv adds what the socket has (Beast's
-  // composed read would complete through the scheduler once more after the
-  // wait). Errors as Beast's read gives them: end_of_stream when the
-  // upstream closed before a byte, partial_message within the head.
-  Task<boost::system::error_code> readHeadPlain() {
+  // Reads one head. What the connection buffer holds is parsed first; then,
+  // on plain TCP, one recv after each readiness wait (Beast's composed read
+  // would complete through the scheduler once more after the wait), and on
+  // TLS one read through the stream (it may hold decrypted bytes the socket
+  // no longer signals). Errors as Beast's read gives them: end_of_stream
+  // when the upstream closed before a byte, partial_message within the head.
+  //
+  // The bound is on the whole head, however it arrives: each put() is given
+  // no more than what is left of kMaxHeadBytes (Beast's own header_limit
+  // counts the start line and the fields separately), so a head that has not
+  // ended within that many bytes is header_limit, one byte over or a megabyte.
+  Task<boost::system::error_code> readHead() {
+    std::size_t headBytes = 0;
     for (;;) {
       if (conn_->buffer.size() > 0) {
+        const std::size_t room = kMaxHeadBytes - headBytes;
+        const std::size_t offered = std::min(conn_->buffer.size(), room);
         boost::system::error_code ec;
-        const std::size_t used = parser_->put(conn_->buffer.data(), ec);
+        const std::size_t used =
+            parser_->put(asio::buffer(conn_->buffer.data().data(), offered), ec);
         conn_->buffer.consume(used);
+        headBytes += used;
         if (ec != http::error::need_more) co_return ec;  // the head, or what is wrong with it
+        if (offered == room) co_return http::error::header_limit;
         if (used > 0 && conn_->buffer.size() > 0) continue;
       }
-      auto [wec] = co_await conn_->plain->async_wait(tcp::socket::wait_read, kTuple);
-      if (wec) co_return wec;
-      const asio::mutable_buffer space = conn_->buffer.prepare(Connection::kReadBytes);
-      const ssize_t n =
-          ::recv(conn_->plain->native_handle(), space.data(), space.size(), MSG_DONTWAIT);
-      if (n > 0) {
-        conn_->buffer.commit(static_cast<std::size_t>(n));
-      } else if (n == 0) {
+      std::size_t n = 0;
+      boost::system::error_code rec;
+      if (conn_->plain) {
+        auto [wec] = co_await conn_->plain->async_wait(tcp::socket::wait_read, kTuple);
+        if (wec) co_return wec;
+        const asio::mutable_buffer space = conn_->buffer.prepare(Connection::kReadBytes);
+        const ssize_t got =
+            ::recv(conn_->plain->native_handle(), space.data(), space.size(), MSG_DONTWAIT);
+        if (got > 0) {
+          n = static_cast<std::size_t>(got);
+        } else if (got == 0) {
+          rec = asio::error::eof;
+        } else if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
+          continue;
+        } else {
+          co_return boost::system::error_code(errno, boost::system::system_category());
+        }
+      } else {
+        auto [tec, tn] = co_await conn_->tls->async_read_some(
+            conn_->buffer.prepare(Connection::kReadBytes), kTuple);
+        n = tn;
+        rec = tec;
+      }
+      conn_->buffer.commit(n);
+      if (n > 0) continue;
+      if (rec == asio::error::eof || rec == asio::ssl::error::stream_truncated) {
         if (!parser_->got_some()) co_return http::error::end_of_stream;
         boost::system::error_code ec;
         parser_->put_eof(ec);
         co_return ec ? ec : http::error::partial_message;
-      } else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-        co_return boost::system::error_code(errno, boost::system::system_category());
       }
+      if (rec) co_return rec;
     }
   }
 
   void newParser() {
     parser_.emplace(headers_);
-    parser_->header_limit(64 * 1024);
+    parser_->header_limit(kMaxHeadBytes);
     parser_->body_limit(boost::none);  // SSE streams have no end we could cap
   }
 

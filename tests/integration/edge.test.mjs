@@ -321,6 +321,48 @@ describe('HTTP/1.1 heads and bodies', () => {
     }
   });
 
+  test('max_header_bytes holds for a head that arrives whole: the next request on a keep-alive connection', async () => {
+    // Beast counts the start line and the fields each against the limit on
+    // their own: a head that reached the parser in one piece could be the
+    // limit plus its request line. A connection's first bytes are read on
+    // their own (the HTTP/2 preface check), so it is a later request, sent
+    // once the one before was answered, that arrives whole.
+    const secondHead = async (head) => {
+      const conn = await rawConnect(port);
+      try {
+        await conn.write(modelsHeadOfSize(1000, { close: false }));
+        await conn.until((text) => parseResponses(text).length === 1);
+        await conn.write(head);
+        await conn.closed(3000);
+        return parseResponses(conn.text);
+      } finally {
+        conn.destroy();
+      }
+    };
+    const atLimit = await secondHead(modelsHeadOfSize(MAX_HEADER));
+    assert.deepEqual(atLimit.map((r) => r.status), [200, 200], 'a second head of exactly the limit');
+
+    const hits = await limitCounter(env.relay, 'max_header_bytes');
+    const over = await secondHead(modelsHeadOfSize(MAX_HEADER + 1));
+    assert.deepEqual(over.map((r) => r.status), [200, 431], 'a second head one byte over the limit');
+    assert.equal(over[1].json?.error?.code, 'headers_too_large');
+    await hits.assertMoved();
+
+    // The same with most of the head in the request line (6,000 bytes).
+    const longLine = (bytes) => {
+      const head = (pad) =>
+        `GET /v1/models?pad=${pad} HTTP/1.1\r\nhost: 127.0.0.1\r\nauthorization: Bearer ${KEY}\r\n` +
+        `connection: close\r\nx-pad: ${'b'.repeat(bytes - 6000)}\r\n\r\n`;
+      const text = head('a'.repeat(6000 - Buffer.byteLength(head('')) + (bytes - 6000)));
+      assert.equal(Buffer.byteLength(text), bytes);
+      return text;
+    };
+    const longAtLimit = await secondHead(longLine(MAX_HEADER));
+    assert.deepEqual(longAtLimit.map((r) => r.status), [200, 200], 'a long request line, a head of exactly the limit');
+    const longOver = await secondHead(longLine(MAX_HEADER + 1));
+    assert.deepEqual(longOver.map((r) => r.status), [200, 431], 'a long request line, a head one byte over the limit');
+  });
+
   test('max_request_bytes: a Content-Length of exactly the limit is served; one more gets 413 at once, before any body byte', async () => {
     const body = chatBodyOfSize(MAX_REQUEST);
     const atLimit = await rawExchange(

@@ -16,7 +16,14 @@ const MAX_INTERIM = 8;
 const interimAtCap = await startCaptureUpstream({ interim: MAX_INTERIM });
 const interimOverCap = await startCaptureUpstream({ interim: MAX_INTERIM + 1 });
 const trailer = await startCaptureUpstream({ errorWithTrailer: 'Retry-After: 77' });
-after(() => Promise.all([interim, interimAtCap, interimOverCap, trailer].map((u) => u.close())));
+// An upstream's response head is at most 64 KiB, status line to blank line
+// (docs/configuration.md, Bounds).
+const MAX_HEAD = 64 * 1024;
+const headAtCap = await startCaptureUpstream({ headBytes: MAX_HEAD });
+const headOverCap = await startCaptureUpstream({ headBytes: MAX_HEAD + 1 });
+const headEndless = await startCaptureUpstream({ endlessHead: true });
+const raw = [interim, interimAtCap, interimOverCap, trailer, headAtCap, headOverCap, headEndless];
+after(() => Promise.all(raw.map((u) => u.close())));
 
 const env = useTopology({
   upstreams: [
@@ -24,6 +31,9 @@ const env = useTopology({
     { name: 'interim-cap', url: interimAtCap.url, apiKey: 'sk-interim-cap-secret-2b4d6f8a0c2e4a6c', weight: 1, models: { 'kimi-interim-cap': 'kimi-interim-cap-up' } },
     { name: 'interim-over', url: interimOverCap.url, apiKey: 'sk-interim-over-secret-4d6f8a0c2e4a6c8e', weight: 1, models: { 'kimi-interim-over': 'kimi-interim-over-up' } },
     { name: 'trailer', url: trailer.url, apiKey: 'sk-trailer-upstream-secret-7c9e1a3b5d7f', weight: 1, models: { 'kimi-trailer': 'kimi-trailer-up' } },
+    { name: 'head-cap', url: headAtCap.url, apiKey: 'sk-head-cap-secret-6f8a0c2e4a6c8e0a', weight: 1, models: { 'kimi-head-cap': 'kimi-head-cap-up' } },
+    { name: 'head-over', url: headOverCap.url, apiKey: 'sk-head-over-secret-8a0c2e4a6c8e0a2c', weight: 1, models: { 'kimi-head-over': 'kimi-head-over-up' } },
+    { name: 'head-endless', url: headEndless.url, apiKey: 'sk-head-endless-secret-0c2e4a6c8e0a2c4e', weight: 1, models: { 'kimi-head-endless': 'kimi-head-endless-up' } },
   ],
 });
 
@@ -78,5 +88,35 @@ describe('upstream framing', () => {
     assert.equal(res.status, 400, text);
     assert.match(JSON.parse(text).error.message, /refused by the raw upstream/);
     assert.equal(res.headers.get('retry-after'), null, 'a trailer field became a Retry-After of the answer');
+  });
+
+  test(`at the bound: a response head of exactly ${MAX_HEAD} bytes is served; one byte more is a 502`, async () => {
+    const atCap = await chat('kimi-head-cap', `head-cap-${randomUUID()}`);
+    assert.equal(atCap.res.status, 200, atCap.text);
+    assert.equal(JSON.parse(atCap.text).choices[0].message.content, CAPTURE_REPLY_CONTENT);
+    assert.equal(atCap.res.headers.get('x-padding'), null, 'an unknown upstream field reached the caller');
+
+    const over = await chat('kimi-head-over', `head-over-${randomUUID()}`);
+    assert.equal(over.res.status, 502, over.text);
+    const error = JSON.parse(over.text).error;
+    assert.match(error.message, /response head is larger than 65536 bytes/);
+    assert.doesNotMatch(over.text, /sk-head-over-secret/, 'the upstream key appeared in the error');
+    // Every head within the bound was read the same way before and after.
+    const again = await chat('kimi-head-cap', `head-cap-${randomUUID()}`);
+    assert.equal(again.res.status, 200, again.text);
+  });
+
+  test('a head that never ends: a 502 once the bound is passed, and the upstream connection is closed', async () => {
+    // Without the bound the gateway would read on until the first-byte
+    // deadline (a 504 after 30 s here) holding everything it read.
+    const started = Date.now();
+    const { res, text } = await chat('kimi-head-endless', `head-endless-${randomUUID()}`);
+    assert.equal(res.status, 502, text);
+    assert.match(JSON.parse(text).error.message, /response head is larger than 65536 bytes/);
+    assert.ok(Date.now() - started < 10_000, 'the answer waited for a deadline, not for the bound');
+    // The gateway let go of the connection: the upstream sees it closed (it
+    // would otherwise keep writing into it for as long as the test runs).
+    const written = await headEndless.closedByPeer();
+    assert.ok(written > MAX_HEAD, `the upstream wrote ${written} bytes before the close`);
   });
 });

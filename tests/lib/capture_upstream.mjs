@@ -11,13 +11,22 @@
 // x-upstream-hop, Keep-Alive, Proxy-Connection, chunked Transfer-Encoding), so
 // a test can also check that none of them reaches the caller.
 //
-//   startCaptureUpstream({interim, errorWithTrailer}) -> {url, port, hostPort, requests, close()}
+//   startCaptureUpstream({interim, errorWithTrailer, headBytes, endlessHead})
+//     -> {url, port, hostPort, requests, closedByPeer(), close()}
 //     requests  [{requestLine, method, target, headers: [[name, value]], body}]
 //     interim           how many "103 Early Hints" heads come first (true = 1);
 //                       the real answer follows 30 ms later in a write of its own
 //     errorWithTrailer  a trailer field line (e.g. "Retry-After: 77"): the
 //                       answer is then a 400 OpenAI error whose chunked body
 //                       ends with that trailer field
+//     headBytes         the answer's head (status line through the blank line
+//                       that ends it) padded with an X-Padding field to
+//                       exactly this many bytes
+//     endlessHead       the answer is a status line followed by header field
+//                       lines that never end, written for as long as the
+//                       connection stays open
+//     closedByPeer()    resolves once a connection the upstream wrote to was
+//                       closed by the other side, with the bytes written to it
 
 import { createServer } from 'node:net';
 
@@ -78,13 +87,58 @@ function parseRequest(buf) {
   return { request: { requestLine, method, target, headers, body: body.toString('utf8') }, rest };
 }
 
-export async function startCaptureUpstream({ interim = false, errorWithTrailer = '' } = {}) {
+// The head of `text` (which ends in "\r\n\r\n") padded to exactly `bytes`.
+function padHead(text, bytes) {
+  const padding = bytes - Buffer.byteLength(text, 'latin1') - 'X-Padding: \r\n'.length;
+  if (padding < 0) throw new Error(`a head of ${bytes} bytes cannot hold the answer's fields`);
+  return text.slice(0, -2) + `X-Padding: ${'p'.repeat(padding)}\r\n\r\n`;
+}
+
+// Writes header field lines to `socket` until it closes, respecting its
+// backpressure; returns the count of bytes written so far through `written`.
+function writeEndlessHead(socket, written) {
+  const line = Buffer.from(`X-Endless: ${'e'.repeat(1000)}\r\n`, 'latin1');
+  const pump = () => {
+    while (!socket.destroyed && socket.writable) {
+      written.bytes += line.length;
+      if (!socket.write(line)) {
+        socket.once('drain', pump);
+        return;
+      }
+    }
+  };
+  socket.write('HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n');
+  pump();
+}
+
+export async function startCaptureUpstream({
+  interim = false,
+  errorWithTrailer = '',
+  headBytes = 0,
+  endlessHead = false,
+} = {}) {
   const requests = [];
   const sockets = new Set();
+  let peerClosed;
+  const closedByPeer = new Promise((resolve) => {
+    peerClosed = resolve;
+  });
   const server = createServer((socket) => {
     sockets.add(socket);
-    socket.on('close', () => sockets.delete(socket));
+    const written = { bytes: 0 };
+    let closing = false;
+    socket.on('close', () => {
+      sockets.delete(socket);
+      if (!closing && written.bytes > 0) peerClosed(written.bytes);
+    });
     socket.on('error', () => {});
+    socket.on('end', () => {
+      if (written.bytes > 0) peerClosed(written.bytes);
+    });
+    socket.closeFromHere = () => {
+      closing = true;
+      socket.destroy();
+    };
     let buf = Buffer.alloc(0);
     socket.on('data', (data) => {
       buf = Buffer.concat([buf, data]);
@@ -103,22 +157,25 @@ export async function startCaptureUpstream({ interim = false, errorWithTrailer =
             ? JSON.stringify({ error: { message: 'refused by the raw upstream', type: 'invalid_request_error', code: 'bad_request' } })
             : completion(model),
         );
+        if (endlessHead) {
+          writeEndlessHead(socket, written);
+          continue;
+        }
         const id = request.headers.find(([n]) => n.toLowerCase() === 'x-request-id')?.[1];
         const half = Math.floor(body.length / 2);
         const chunk = (b) => Buffer.concat([Buffer.from(`${b.length.toString(16)}\r\n`), b, Buffer.from('\r\n')]);
+        const head =
+          (errorWithTrailer ? 'HTTP/1.1 400 Bad Request\r\n' : 'HTTP/1.1 200 OK\r\n') +
+          'Content-Type: application/json\r\n' +
+          'Connection: keep-alive, X-Upstream-Hop\r\n' +
+          'X-Upstream-Hop: named-in-connection\r\n' +
+          'Keep-Alive: timeout=17, max=99\r\n' +
+          'Proxy-Connection: keep-alive\r\n' +
+          'Transfer-Encoding: chunked\r\n' +
+          (id ? `X-Request-Id: ${id}\r\n` : '') +
+          '\r\n';
         const answer = Buffer.concat([
-          Buffer.from(
-            (errorWithTrailer ? 'HTTP/1.1 400 Bad Request\r\n' : 'HTTP/1.1 200 OK\r\n') +
-              'Content-Type: application/json\r\n' +
-              'Connection: keep-alive, X-Upstream-Hop\r\n' +
-              'X-Upstream-Hop: named-in-connection\r\n' +
-              'Keep-Alive: timeout=17, max=99\r\n' +
-              'Proxy-Connection: keep-alive\r\n' +
-              'Transfer-Encoding: chunked\r\n' +
-              (id ? `X-Request-Id: ${id}\r\n` : '') +
-              '\r\n',
-            'latin1',
-          ),
+          Buffer.from(headBytes ? padHead(head, headBytes) : head, 'latin1'),
           chunk(body.subarray(0, half)),
           chunk(body.subarray(half)),
           Buffer.from(errorWithTrailer ? `0\r\n${errorWithTrailer}\r\n\r\n` : '0\r\n\r\n', 'latin1'),
@@ -142,9 +199,10 @@ export async function startCaptureUpstream({ interim = false, errorWithTrailer =
     port,
     hostPort: `127.0.0.1:${port}`,
     requests,
+    closedByPeer: () => closedByPeer,
     close: () =>
       new Promise((resolve) => {
-        for (const s of sockets) s.destroy();
+        for (const s of sockets) s.closeFromHere();
         server.close(() => resolve());
       }),
   };
