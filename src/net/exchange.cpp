@@ -33,6 +33,19 @@ std::string_view BodyResult::code() const {
   return {};
 }
 
+std::optional<BodyResult> Exchange::readBodyNow() {
+  if (!bodyResult_) {
+    if (bodySource) {
+      std::optional<BodyResult> r = bodySource->readAllNow(body);
+      if (!r) return std::nullopt;
+      bodyResult_ = std::move(*r);
+    } else {
+      bodyResult_ = BodyResult{};
+    }
+  }
+  return *bodyResult_;
+}
+
 Task<BodyResult> Exchange::readBody() {
   if (!bodyResult_) {
     BodyResult r;

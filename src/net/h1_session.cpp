@@ -198,19 +198,10 @@ class H1Session final : public ResponseSink,
       if (!co_await writeAll(bufs)) co_return BodyResult{BodyStatus::kGone, {}};
     }
     const auto deadline = headDoneAt_ + config_->bodyTimeout;
-    while (!parser_->is_done()) {
-      if (inbox_.size() > 0) {
-        boost::system::error_code ec;
-        std::size_t used = parser_->put(inbox_.data(), ec);
-        inbox_.consume(used);
-        wakeReader();
-        if (ec == http::error::body_limit) co_return bodyTooLarge();
-        if (ec && ec != http::error::need_more) {
-          co_return BodyResult{BodyStatus::kMalformed,
-                               "malformed HTTP/1.1 request body: " + ec.message()};
-        }
-        if (parser_->is_done()) break;
-        if (!ec && used > 0) continue;
+    for (;;) {
+      if (std::optional<BodyResult> r = parseBufferedBody()) {
+        if (r->ok()) takeBody(out);
+        co_return std::move(*r);
       }
       if (peerGone_ || gone_) co_return BodyResult{BodyStatus::kGone, {}};
       if (!co_await waitInput(deadline)) {
@@ -221,14 +212,19 @@ class H1Session final : public ResponseSink,
                                  " ms of its head (server.body_timeout_ms)"};
       }
     }
-    bodyComplete_ = true;
-    std::string& body = parser_->body;
-    if (out.empty()) {
-      out = std::move(body);
-    } else {
-      out.append(body);
-    }
-    co_return BodyResult{};
+  }
+
+  // The body that came with the head (most requests) is taken without a
+  // coroutine of its own. A caller waiting for 100 Continue goes through
+  // readAll(), which decides on sending it.
+  std::optional<BodyResult> readAllNow(std::string& out) override {
+    if (!parser_ || bodyRead_) return BodyResult{BodyStatus::kGone, {}};
+    if (expectsContinue_) return std::nullopt;
+    std::optional<BodyResult> r = parseBufferedBody();
+    if (!r) return std::nullopt;
+    bodyRead_ = true;
+    if (r->ok()) takeBody(out);
+    return r;
   }
 
   // Drainable: the response in progress says `connection: close`; a
@@ -239,6 +235,35 @@ class H1Session final : public ResponseSink,
   }
 
  private:
+  // Feeds what the inbox holds to the body parser: the result once the body
+  // is complete or wrong, nullopt while more must arrive.
+  std::optional<BodyResult> parseBufferedBody() {
+    while (!parser_->is_done() && inbox_.size() > 0) {
+      boost::system::error_code ec;
+      const std::size_t used = parser_->put(inbox_.data(), ec);
+      inbox_.consume(used);
+      wakeReader();
+      if (ec == http::error::body_limit) return bodyTooLarge();
+      if (ec && ec != http::error::need_more) {
+        return BodyResult{BodyStatus::kMalformed,
+                          "malformed HTTP/1.1 request body: " + ec.message()};
+      }
+      if (ec || used == 0) break;
+    }
+    if (parser_->is_done()) return BodyResult{};
+    return std::nullopt;
+  }
+
+  void takeBody(std::string& out) {
+    bodyComplete_ = true;
+    std::string& body = parser_->body;
+    if (out.empty()) {
+      out = std::move(body);
+    } else {
+      out.append(body);
+    }
+  }
+
   // The request loop ------------------------------------------------------
 
   Task<void> serve() {

@@ -206,9 +206,22 @@ Task<BodyResult> H2Stream::readAll(std::string& out) {
     co_await bodyWake_.async_wait(boost::asio::as_tuple(boost::asio::use_awaitable));
     bodyWaiting_ = false;
   }
+  co_return takeBody(out);
+}
+
+std::optional<BodyResult> H2Stream::readAllNow(std::string& out) {
+  if (tooLarge_ || !requestComplete) return std::nullopt;  // readAll() words the answer
+  if (!wantsBody) {
+    wantsBody = true;
+    connection_.bodyWanted(id);
+  }
+  return takeBody(out);
+}
+
+BodyResult H2Stream::takeBody(std::string& out) {
   if (hasDeclaredLength && received_.size() != declaredLength) {
-    co_return BodyResult{BodyStatus::kMalformed,
-                         "the request body's length differs from its content-length"};
+    return BodyResult{BodyStatus::kMalformed,
+                      "the request body's length differs from its content-length"};
   }
   if (out.empty()) {
     out = std::move(received_);
@@ -216,7 +229,7 @@ Task<BodyResult> H2Stream::readAll(std::string& out) {
     out.append(received_);
   }
   received_.clear();
-  co_return BodyResult{};
+  return BodyResult{};
 }
 
 // Ends ------------------------------------------------------------------------

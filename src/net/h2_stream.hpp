@@ -51,6 +51,8 @@ class H2Stream final : public ResponseSink, public BodySource {
 
   // BodySource: waits for END_STREAM (or the cap, the body timeout, a reset).
   Task<BodyResult> readAll(std::string& out) override;
+  // The body if END_STREAM came already (a small request: with its HEADERS).
+  std::optional<BodyResult> readAllNow(std::string& out) override;
 
   // The connection hands over DATA of this stream (inside mem_recv; records
   // only). Returns false when the bytes are not kept (over the cap, or the
@@ -113,6 +115,8 @@ class H2Stream final : public ResponseSink, public BodySource {
   bool submit(const ResponseHead& head, bool withBody, std::size_t contentLength);
   void resume();
   void wakeBodyReader();
+  // The whole body (END_STREAM came) into `out`, checked against its content-length.
+  BodyResult takeBody(std::string& out);
 
   H2Connection& connection_;
   std::string pending_;  // response bytes nghttp2 has not taken yet

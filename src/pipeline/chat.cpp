@@ -187,14 +187,19 @@ net::Task<void> deliverStream(Worker& worker, net::ResponseSink& sink, Forwarded
 // Reads the body of an authenticated caller. An error to answer (413, 408,
 // 400, with the key's rate-limit fields) or nullopt; nullopt with the caller
 // gone too.
+std::optional<ApiError> bodyRefusal(net::BodyResult body, KeyGate& gate, const Snapshot& snap,
+                                    const admission::Tenant& tenant, Headers& responseHeaders) {
+  if (body.ok() || body.status == net::BodyStatus::kGone) return std::nullopt;
+  gate.appendRateHeaders(snap, tenant, responseHeaders);
+  return ApiError{body.httpStatus(), std::move(body.message), "invalid_request_error",
+                  std::string(body.code())};
+}
+
 net::Task<std::optional<ApiError>> readBody(net::Exchange& ex, KeyGate& gate, const Snapshot& snap,
                                             const admission::Tenant& tenant,
                                             Headers& responseHeaders) {
   net::BodyResult body = co_await ex.readBody();
-  if (body.ok() || body.status == net::BodyStatus::kGone) co_return std::nullopt;
-  gate.appendRateHeaders(snap, tenant, responseHeaders);
-  co_return ApiError{body.httpStatus(), std::move(body.message), "invalid_request_error",
-                     std::string(body.code())};
+  co_return bodyRefusal(std::move(body), gate, snap, tenant, responseHeaders);
 }
 
 // request.rate_limited or budget.exceeded, for the event stream.
@@ -246,19 +251,29 @@ net::Task<void> handleModelRequest(Worker& worker, net::Exchange& ex, ModelApi a
   // before a byte of its body is read.
   KeyGate& gate = worker.gate();
   std::optional<ApiError> refused = authenticate(snap.keys, ex.head.headers, plan.tenant);
-  if (!refused) refused = co_await readBody(ex, gate, snap, *plan.tenant, base);
+  if (!refused) {
+    // The body that came with the head (most requests) is there already: no
+    // coroutine for it.
+    if (std::optional<net::BodyResult> now = ex.readBodyNow()) {
+      refused = bodyRefusal(std::move(*now), gate, snap, *plan.tenant, base);
+    } else {
+      refused = co_await readBody(ex, gate, snap, *plan.tenant, base);
+    }
+  }
   if (!refused && !ex.response->clientGone()) {
     refused = planChat(snap, ex, plan);
     if (refused) {
       gate.appendRateHeaders(snap, *plan.tenant, base);
     } else {
       plan.ask.requestId = record.requestId();
-      GateResult admitted = co_await gate.admit(snap, plan.ask);
-      for (const HeaderField& h : admitted.rateHeaders)
+      // The local gate decides at once; the shared one may wait for Redis.
+      std::optional<GateResult> admitted = gate.admitNow(snap, plan.ask);
+      if (!admitted) admitted = co_await gate.admit(snap, plan.ask);
+      for (const HeaderField& h : admitted->rateHeaders)
         base.add(h.name, h.value);
-      plan.ticket = std::move(admitted.ticket);
-      plan.refusal = admitted.reason;
-      refused = std::move(admitted.refusal);
+      plan.ticket = std::move(admitted->ticket);
+      plan.refusal = admitted->reason;
+      refused = std::move(admitted->refusal);
     }
   }
   record.planned(plan);

@@ -121,6 +121,11 @@ class BodySource {
   // Appends the whole body to `out` (at most max_request_bytes, within
   // body_timeout_ms). Sends "100 Continue" first when the caller asked for it.
   virtual Task<BodyResult> readAll(std::string& out) = 0;
+  // The same answer without suspending, when it is already known (the whole
+  // body arrived with the head — the common case of a small request); nullopt
+  // when only readAll() can give it. Whatever it consumed, readAll() goes on
+  // from there.
+  virtual std::optional<BodyResult> readAllNow(std::string& /*out*/) { return std::nullopt; }
 };
 
 struct Exchange {
@@ -131,6 +136,9 @@ struct Exchange {
 
   // Reads the body into `body` once; later calls return the first result.
   Task<BodyResult> readBody();
+  // readBody()'s result if it is known without waiting (see
+  // BodySource::readAllNow); nullopt: co_await readBody().
+  std::optional<BodyResult> readBodyNow();
 
  private:
   std::optional<BodyResult> bodyResult_;

@@ -69,6 +69,10 @@ class KeyGate {
   // `snapshot` stays alive while the ticket does (the exchange holds it);
   // `ask` until the call completes.
   virtual net::Task<GateResult> admit(const Snapshot& snapshot, const GateAsk& ask) = 0;
+  // admit()'s answer when the gate has it without waiting; nullopt: call admit().
+  virtual std::optional<GateResult> admitNow(const Snapshot& /*snapshot*/, const GateAsk& /*ask*/) {
+    return std::nullopt;
+  }
   // The key's x-ratelimit-* fields without admitting anything (answers made
   // before admission, such as a body error, still carry them).
   virtual void appendRateHeaders(const Snapshot& snapshot, const admission::Tenant& tenant,
@@ -84,6 +88,9 @@ class KeyGate {
 class LocalKeyGate final : public KeyGate {
  public:
   net::Task<GateResult> admit(const Snapshot& snapshot, const GateAsk& ask) override;
+  std::optional<GateResult> admitNow(const Snapshot& snapshot, const GateAsk& ask) override {
+    return decide(snapshot, ask);
+  }
   void appendRateHeaders(const Snapshot& snapshot, const admission::Tenant& tenant,
                          Headers& out) override;
   // The same decision, synchronously (the shared gate's fallback calls it).
