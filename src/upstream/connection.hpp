@@ -42,11 +42,18 @@ struct Connection {
   bool looksDead();
 };
 
+class WatchdogList;
+
 // Closes a connection's socket when a deadline passes, recording which one.
 //
-// The deadline is "lazy": moving it later is a store; the timer callback
-// re-arms itself until the stored deadline has really passed. Moving it
-// earlier re-arms the timer at once.
+// A watchdog holds no timer of its own: every armed watchdog of an
+// io_context is on one list (WatchdogList, a service of the context) with
+// one timer, set at the earliest deadline the list had when it last looked.
+// Moving a deadline later (what an exchange does with every read) is a
+// store; moving it before the timer's expiry moves the timer. When the timer
+// fires, every watchdog whose deadline passed closes its socket, and the
+// timer is set at the earliest deadline left. Not thread-safe: a watchdog is
+// used on its executor's thread only, as the sockets are.
 class Watchdog {
  public:
   explicit Watchdog(const asio::any_io_executor& executor);
@@ -54,24 +61,59 @@ class Watchdog {
   Watchdog(const Watchdog&) = delete;
   Watchdog& operator=(const Watchdog&) = delete;
 
-  void watch(tcp::socket* socket) { state_->socket = socket; }
+  // The socket to close; a watchdog with none is not armed.
+  void watch(tcp::socket* socket) { socket_ = socket; }
   void set(Clock::time_point deadline, FailureKind kind);
   void disarm();
   // Which deadline closed the socket, or kNone.
-  FailureKind fired() const { return state_->fired; }
+  FailureKind fired() const { return fired_; }
 
  private:
-  struct State {
-    asio::steady_timer timer;
-    tcp::socket* socket = nullptr;
-    Clock::time_point deadline = Clock::time_point::max();
-    FailureKind kind = FailureKind::kNone;
-    FailureKind fired = FailureKind::kNone;
-    bool waiting = false;
-    explicit State(const asio::any_io_executor& ex) : timer(ex) {}
-  };
-  static void arm(const std::shared_ptr<State>& state);
-  std::shared_ptr<State> state_;
+  friend class WatchdogList;
+  WatchdogList& list_;
+  Watchdog* prev_ = nullptr;  // on the list while linked_
+  Watchdog* next_ = nullptr;
+  bool linked_ = false;
+  tcp::socket* socket_ = nullptr;
+  Clock::time_point deadline_ = Clock::time_point::max();
+  FailureKind kind_ = FailureKind::kNone;
+  FailureKind fired_ = FailureKind::kNone;
+};
+
+// The armed watchdogs of one io_context and their timer.
+class WatchdogList final : public asio::execution_context::service {
+ public:
+  using key_type = WatchdogList;
+  static inline asio::execution_context::id id;
+
+  explicit WatchdogList(asio::execution_context& context) : service(context) {}
+  ~WatchdogList() override = default;
+
+  // Armed watchdogs (for tests).
+  std::size_t armed() const { return armed_; }
+
+ private:
+  friend class Watchdog;
+  void shutdown() override {
+    shutDown_ = true;
+    timer_.reset();
+  }
+  // The timer is made with the first watchdog's executor (an io_context's).
+  void attach(const asio::any_io_executor& executor) {
+    if (!timer_ && !shutDown_) timer_.emplace(executor);
+  }
+  void link(Watchdog& w);
+  void unlink(Watchdog& w);
+  // Sets the timer at `deadline` unless it is set that early already.
+  void wakeBy(Clock::time_point deadline);
+  // The timer fired: closes what is due, and sets the timer for what is not.
+  void expire();
+
+  Watchdog* head_ = nullptr;
+  std::size_t armed_ = 0;
+  std::optional<asio::steady_timer> timer_;
+  bool shutDown_ = false;
+  Clock::time_point timerAt_ = Clock::time_point::max();  // max: no wait that counts pending
 };
 
 }  // namespace relay::upstream
