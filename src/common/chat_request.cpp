@@ -1,6 +1,8 @@
 #include "relay/common/chat_request.hpp"
 
 #include <algorithm>
+#include <array>
+#include <cstring>
 #include <vector>
 
 #include "relay/common/json_splice.hpp"
@@ -17,29 +19,69 @@ ChatRequestError invalidType(std::string_view param, std::string_view expected,
           std::string(param)};
 }
 
-// Looks up `key`, refusing duplicates. Sets `found` to nullptr when absent or
-// null, since OpenAI treats an explicit null as "not given".
-std::optional<ChatRequestError> lookUp(const std::vector<JsonMember>& members, std::string_view key,
-                                       const JsonMember*& found) {
-  found = nullptr;
-  for (const JsonMember& member : members) {
-    if (!keyEquals(member, key)) continue;
-    if (found != nullptr) {
-      return ChatRequestError{"Duplicate key '" + std::string(key) + "' in the request body.",
-                              std::string(key)};
+// The members of one object a reader wants, found in one pass over them:
+// each wanted key's member and whether it came twice. OpenAI treats an
+// explicit null as "not given": take() gives nullptr for it (raw() keeps it).
+template <std::size_t N>
+class MemberIndex {
+ public:
+  MemberIndex(const std::vector<JsonMember>& members, const std::array<std::string_view, N>& keys)
+      : keys_(keys) {
+    for (const JsonMember& m : members) {
+      for (std::size_t i = 0; i < N; ++i) {
+        const bool same =
+            m.keyEscaped ? keyEquals(m, keys[i])
+                         : m.rawKey.size() == keys[i].size() &&
+                               std::memcmp(m.rawKey.data(), keys[i].data(), keys[i].size()) == 0;
+        if (!same) continue;
+        if (found_[i] != nullptr) duplicate_[i] = true;
+        found_[i] = &m;
+        break;
+      }
     }
-    found = &member;
   }
-  if (found != nullptr && found->value.type == JsonType::kNull) found = nullptr;
-  return std::nullopt;
-}
+
+  // The member of keys[i] (nullptr when absent or null), or the error of a
+  // duplicate key.
+  std::optional<ChatRequestError> take(std::size_t i, const JsonMember*& found) const {
+    found = nullptr;
+    if (duplicate_[i]) {
+      return ChatRequestError{"Duplicate key '" + std::string(keys_[i]) + "' in the request body.",
+                              std::string(keys_[i])};
+    }
+    if (found_[i] != nullptr && found_[i]->value.type != JsonType::kNull) found = found_[i];
+    return std::nullopt;
+  }
+  // The member of keys[i] as it is, null included.
+  const JsonMember* raw(std::size_t i) const { return found_[i]; }
+
+ private:
+  const std::array<std::string_view, N>& keys_;
+  std::array<const JsonMember*, N> found_{};
+  std::array<bool, N> duplicate_{};
+};
+
+// The members a chat request and an embeddings request are read for.
+enum ChatKey : std::size_t {
+  kModel,
+  kMessages,
+  kStream,
+  kStreamOptions,
+  kMaxTokens,
+  kMaxCompletionTokens,
+};
+constexpr std::array<std::string_view, 6> kChatKeys{
+    "model", "messages", "stream", "stream_options", "max_tokens", "max_completion_tokens"};
+enum EmbeddingsKey : std::size_t { kEmbeddingsModel, kInput };
+constexpr std::array<std::string_view, 2> kEmbeddingsKeys{"model", "input"};
+constexpr std::array<std::string_view, 1> kStreamOptionKeys{"include_usage"};
 
 std::optional<ChatRequestError> readTokenLimit(std::string_view body,
-                                               const std::vector<JsonMember>& members,
-                                               std::string_view key,
-                                               std::optional<std::int64_t>& out) {
+                                               const MemberIndex<kChatKeys.size()>& members,
+                                               ChatKey which, std::optional<std::int64_t>& out) {
+  const std::string_view key = kChatKeys[which];
   const JsonMember* member = nullptr;
-  if (auto error = lookUp(members, key, member)) return error;
+  if (auto error = members.take(which, member)) return error;
   if (member == nullptr) return std::nullopt;
   out = member->value.type == JsonType::kNumber ? parseInt(member->value.span.in(body))
                                                 : std::nullopt;
@@ -63,16 +105,15 @@ std::optional<ChatRequestError> readStreamOptions(std::string_view body, const J
     return ChatRequestError{"Invalid 'stream_options': " + error->describe(), "stream_options"};
   }
   if (!members.empty()) out.streamOptionsLastMemberEnd = members.back().value.span.end();
+  const MemberIndex<kStreamOptionKeys.size()> options(members, kStreamOptionKeys);
   const JsonMember* includeUsage = nullptr;
-  if (auto error = lookUp(members, "include_usage", includeUsage)) {
+  if (auto error = options.take(0, includeUsage)) {
     error->param = "stream_options.include_usage";
     return error;
   }
   if (includeUsage == nullptr) {
     // Absent or null: remember a null's span so the rewrite can overwrite it.
-    if (const JsonMember* m = findMember(members, "include_usage")) {
-      out.includeUsageValue = m->value.span;
-    }
+    if (const JsonMember* m = options.raw(0)) out.includeUsageValue = m->value.span;
     return std::nullopt;
   }
   out.includeUsageValue = includeUsage->value.span;
@@ -84,11 +125,9 @@ std::optional<ChatRequestError> readStreamOptions(std::string_view body, const J
 }
 
 // What every model request starts with: a JSON object (its span and the end
-// of its last member in `out`, its members in `members`) with a non-empty
-// string `model`.
-std::optional<ChatRequestError> readObjectAndModel(std::string_view body,
-                                                   std::vector<JsonMember>& members,
-                                                   ChatRequestFields& out) {
+// of its last member in `out`, its members in `members`)...
+std::optional<ChatRequestError> readObject(std::string_view body, std::vector<JsonMember>& members,
+                                           ChatRequestFields& out) {
   if (auto error = scanObject(body, members)) {
     return ChatRequestError{
         "We could not parse the JSON body of your request: " + error->describe(), ""};
@@ -96,9 +135,15 @@ std::optional<ChatRequestError> readObjectAndModel(std::string_view body,
   const std::size_t open = body.find('{');  // validation put the object there
   out.body = {open, body.find_last_of('}') + 1 - open};
   if (!members.empty()) out.lastMemberEnd = members.back().value.span.end();
+  return std::nullopt;
+}
 
+// ...with a non-empty string `model`.
+template <std::size_t N>
+std::optional<ChatRequestError> readModel(std::string_view body, const MemberIndex<N>& members,
+                                          std::size_t which, ChatRequestFields& out) {
   const JsonMember* model = nullptr;
-  if (auto error = lookUp(members, "model", model)) return error;
+  if (auto error = members.take(which, model)) return error;
   if (model == nullptr) return ChatRequestError{"you must provide a model parameter", "model"};
   if (model->value.type != JsonType::kString) return invalidType("model", "a string", *model);
   unescapeString(model->value.span.in(body), out.model);
@@ -111,11 +156,13 @@ std::optional<ChatRequestError> readObjectAndModel(std::string_view body,
 
 std::optional<ChatRequestError> readChatRequest(std::string_view body, ChatRequestFields& out) {
   out = ChatRequestFields{};
-  thread_local std::vector<JsonMember> members;
-  if (auto error = readObjectAndModel(body, members, out)) return error;
+  thread_local std::vector<JsonMember> all;
+  if (auto error = readObject(body, all, out)) return error;
+  const MemberIndex<kChatKeys.size()> members(all, kChatKeys);
+  if (auto error = readModel(body, members, kModel, out)) return error;
 
   const JsonMember* messages = nullptr;
-  if (auto error = lookUp(members, "messages", messages)) return error;
+  if (auto error = members.take(kMessages, messages)) return error;
   if (messages == nullptr) {
     return ChatRequestError{"Missing required parameter: 'messages'.", "messages"};
   }
@@ -133,7 +180,7 @@ std::optional<ChatRequestError> readChatRequest(std::string_view body, ChatReque
   out.messageTextBytes = messages->value.stringBytes;
 
   const JsonMember* stream = nullptr;
-  if (auto error = lookUp(members, "stream", stream)) return error;
+  if (auto error = members.take(kStream, stream)) return error;
   if (stream != nullptr) {
     const auto value = parseBool(stream->value.span.in(body));
     if (!value) return invalidType("stream", "a boolean", *stream);
@@ -141,26 +188,28 @@ std::optional<ChatRequestError> readChatRequest(std::string_view body, ChatReque
   }
 
   const JsonMember* streamOptions = nullptr;
-  if (auto error = lookUp(members, "stream_options", streamOptions)) return error;
+  if (auto error = members.take(kStreamOptions, streamOptions)) return error;
   if (streamOptions != nullptr) {
     if (auto error = readStreamOptions(body, *streamOptions, out)) return error;
-  } else if (const JsonMember* null = findMember(members, "stream_options")) {
+  } else if (const JsonMember* null = members.raw(kStreamOptions)) {
     out.streamOptions = null->value.span;  // an explicit null, overwritten by the rewrite
   }
 
-  if (auto error = readTokenLimit(body, members, "max_tokens", out.maxTokens)) return error;
-  return readTokenLimit(body, members, "max_completion_tokens", out.maxCompletionTokens);
+  if (auto error = readTokenLimit(body, members, kMaxTokens, out.maxTokens)) return error;
+  return readTokenLimit(body, members, kMaxCompletionTokens, out.maxCompletionTokens);
 }
 
 std::optional<ChatRequestError> readEmbeddingsRequest(std::string_view body, ChatRequestFields& out,
                                                       std::size_t& tokenIds) {
   out = ChatRequestFields{};
   tokenIds = 0;
-  thread_local std::vector<JsonMember> members;
-  if (auto error = readObjectAndModel(body, members, out)) return error;
+  thread_local std::vector<JsonMember> all;
+  if (auto error = readObject(body, all, out)) return error;
+  const MemberIndex<kEmbeddingsKeys.size()> members(all, kEmbeddingsKeys);
+  if (auto error = readModel(body, members, kEmbeddingsModel, out)) return error;
 
   const JsonMember* input = nullptr;
-  if (auto error = lookUp(members, "input", input)) return error;
+  if (auto error = members.take(kInput, input)) return error;
   if (input == nullptr) return ChatRequestError{"Missing required parameter: 'input'.", "input"};
   if (input->value.type == JsonType::kString) {
     if (input->value.span.length <= 2)

@@ -1,6 +1,7 @@
 // Reading scalar values and keys out of text that json_scan has validated.
-#include <charconv>
+#include <cstdint>
 #include <cstring>
+#include <limits>
 
 #include "relay/common/json_scan.hpp"
 #include "relay/common/utf8.hpp"
@@ -125,12 +126,28 @@ void unescapeString(std::string_view quoted, std::string& out) {
 }
 
 std::optional<std::int64_t> parseInt(std::string_view token) {
-  if (token.empty() || token.find_first_of(".eE") != std::string_view::npos) return std::nullopt;
-  std::int64_t value = 0;
-  const char* end = token.data() + token.size();
-  const auto [ptr, ec] = std::from_chars(token.data(), end, value);
-  if (ec != std::errc() || ptr != end) return std::nullopt;
-  return value;
+  // Digits after an optional '-': a fraction, an exponent or anything else
+  // is no integer; nor is a value outside int64.
+  const char* p = token.data();
+  const char* const end = p + token.size();
+  const bool negative = p != end && *p == '-';
+  if (negative) ++p;
+  if (p == end) return std::nullopt;
+  std::uint64_t value = 0;
+  for (; p != end; ++p) {
+    const unsigned digit = static_cast<unsigned char>(*p) - unsigned{'0'};
+    if (digit > 9) return std::nullopt;
+    if (value > (std::numeric_limits<std::uint64_t>::max() - digit) / 10) return std::nullopt;
+    value = value * 10 + digit;
+  }
+  constexpr auto kMax = static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());
+  if (negative) {
+    if (value > kMax + 1) return std::nullopt;
+    return value == kMax + 1 ? std::numeric_limits<std::int64_t>::min()
+                             : -static_cast<std::int64_t>(value);
+  }
+  if (value > kMax) return std::nullopt;
+  return static_cast<std::int64_t>(value);
 }
 
 std::optional<bool> parseBool(std::string_view token) {

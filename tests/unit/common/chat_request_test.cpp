@@ -99,6 +99,13 @@ TEST(ChatRequest, RefusesMissingOrMistypedFields) {
       {R"({"model":"m","messages":[1],"model":"n"})", "model", "Duplicate key 'model'"},
       {R"({"model":"m","messages":[1],"mod\u0065l":"n"})", "model", "Duplicate key"},
       {R"({"model":"m","messages":[1],"stream":true,"stream":false})", "stream", "Duplicate"},
+      {R"({"model":"m","messages":[1],"max_tokens":null,"max_tokens":5})", "max_tokens",
+       "Duplicate key 'max_tokens'"},
+      {R"({"model":"m","messages":[1],"stream_options":null,"stream_options":{}})",
+       "stream_options", "Duplicate"},
+      // Checked in the order of the fields: model, messages, stream, ...
+      {R"({"messages":[1],"messages":[2]})", "model", "you must provide a model"},
+      {R"({"model":"m","stream":1,"stream":2})", "messages", "Missing required parameter"},
       {R"({"model":"m","messages":[1],"stream_options":{"include_usage":true,"include_usage":false}})",
        "stream_options.include_usage", "Duplicate"},
   };

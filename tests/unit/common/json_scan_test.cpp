@@ -263,6 +263,15 @@ TEST(JsonValues, ParsesIntegersOnly) {
   EXPECT_EQ(parseInt("1e5"), std::nullopt);
   EXPECT_EQ(parseInt("\"1\""), std::nullopt);
   EXPECT_EQ(parseInt(""), std::nullopt);
+  EXPECT_EQ(parseInt("-"), std::nullopt);
+  EXPECT_EQ(parseInt("+5"), std::nullopt);
+  EXPECT_EQ(parseInt(" 5"), std::nullopt);
+  EXPECT_EQ(parseInt("5 "), std::nullopt);
+  EXPECT_EQ(parseInt("-9223372036854775809"), std::nullopt);
+  EXPECT_EQ(parseInt("18446744073709551615"), std::nullopt);
+  EXPECT_EQ(parseInt("18446744073709551616"), std::nullopt);
+  EXPECT_EQ(parseInt("99999999999999999999999"), std::nullopt);
+  EXPECT_EQ(parseInt("007"), 7);
 }
 
 TEST(JsonValues, ParsesBooleansAndStringContent) {
