@@ -10,6 +10,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <boost/container/small_vector.hpp>
 
 #include "relay/common/json_write.hpp"
 #include "relay/pipeline/steps.hpp"
@@ -104,16 +105,19 @@ class Forwarder {
     if (!trace.tracestate.empty()) forwardHeaders_.add("tracestate", trace.tracestate);
   }
 
-  net::Task<Forwarded> run() {
+  // Sets result(): the answer, or the error to give.
+  net::Task<void> run() {
     if (req_.hops >= kMaxHops) {
-      co_return fail(gatewayError(508,
+      result_ = fail(gatewayError(508,
                                   "x-relay-hops is " + std::to_string(req_.hops) +
                                       ": the request has passed through too many relays, "
                                       "probably a loop in their upstream configuration",
                                   "server_error", "relay_loop_detected"));
+      co_return;
     }
     const upstream::ModelRoute* first = req_.plan.route;
-    std::vector<const upstream::ModelRoute*> models{first};
+    // The model asked for and its fallbacks (a few: no heap for them).
+    boost::container::small_vector<const upstream::ModelRoute*, 4> models{first};
     for (const upstream::ModelRoute* fb : snap_.fallbacks[first->index]) {
       if (req_.plan.tenant->mayUse(fb->model)) models.push_back(fb);
     }
@@ -130,14 +134,16 @@ class Forwarder {
           snap_.publish(e);
         }
       }
-      std::optional<Forwarded> done = co_await tryModel(*models[m], m + 1 < models.size());
-      if (done) co_return std::move(*done);
+      const bool answered = co_await tryModel(*models[m], m + 1 < models.size());
+      if (answered) co_return;
     }
-    Forwarded f = fail(finalAnswer());
-    if (!tried_.empty() && tried_.back().passthrough) f.upstream = tried_.back().index;
-    f.answeredBy = !tried_.empty() && tried_.back().passthrough;
-    co_return f;
+    result_ = fail(finalAnswer());
+    if (!tried_.empty() && tried_.back().passthrough) result_.upstream = tried_.back().index;
+    result_.answeredBy = !tried_.empty() && tried_.back().passthrough;
   }
+
+  // What run() decided (moved out once, by forwardChat).
+  Forwarded& result() { return result_; }
 
  private:
   bool allFailed(const upstream::ModelRoute& route) const {
@@ -194,16 +200,16 @@ class Forwarder {
     return f;
   }
 
-  // Attempts on the upstreams of one model; nullopt when they are exhausted.
+  // Attempts on the upstreams of one model: true when one answered (in
+  // result_), false when they are exhausted.
   // With a fallback model left, a model whose every upstream has already
   // failed in this request is given up: its fallback is the better bet than
   // the same upstreams again.
-  net::Task<std::optional<Forwarded>> tryModel(const upstream::ModelRoute& route,
-                                               bool fallbackLeft) {
+  net::Task<bool> tryModel(const upstream::ModelRoute& route, bool fallbackLeft) {
     upstream::UpstreamStates& states = *snap_.upstreamStates;
     barOutsideRegions(route);
     while (!exhausted()) {
-      if (fallbackLeft && allFailed(route)) co_return std::nullopt;
+      if (fallbackLeft && allFailed(route)) co_return false;
       auto now = SteadyClock::now();
       upstream::Balancer* balancer = worker_.balancer(snap_, route.index);
       std::optional<upstream::Balancer> oneOff;
@@ -227,21 +233,21 @@ class Forwarder {
           budgetRefused_ = true;
           snap_.telemetry->refusal(telemetry::RefusalReason::kRetryBudget);
         }
-        co_return std::nullopt;  // next fallback model, if any
+        co_return false;  // next fallback model, if any
       }
       upstream::Lease lease = std::move(*pick.lease);
       countAttempt(route, lease.upstream);
-      std::optional<Forwarded> ok = co_await attempt(route, std::move(lease));
-      if (ok) co_return ok;
+      const bool answered = co_await attempt(route, std::move(lease));
+      if (answered) co_return true;
       if (giveUp_ || tried_.empty() || req_.exchange.response->clientGone()) {
         giveUp_ = true;
-        co_return std::nullopt;
+        co_return false;
       }
       const Tried& last = tried_.back();
       const upstream::RetryDecision d = planRetry(last);
       if (!d.retry()) {
         giveUp_ = true;
-        co_return std::nullopt;
+        co_return false;
       }
       publishRetry(last, d);
       if (d.action == upstream::RetryAction::kRetryElsewhere) {
@@ -250,7 +256,7 @@ class Forwarder {
         co_await sleepUntil(SteadyClock::now() + d.delay);
       }
     }
-    co_return std::nullopt;
+    co_return false;
   }
 
   // An attempt is about to go to upstream `u`: counted, and reported as a
@@ -315,10 +321,9 @@ class Forwarder {
     snap_.publish(e);
   }
 
-  // One request to one upstream. A 2xx head is success; anything else is
-  // recorded in tried_ (and reported to the upstream's health).
-  net::Task<std::optional<Forwarded>> attempt(const upstream::ModelRoute& route,
-                                              upstream::Lease lease) {
+  // One request to one upstream. A 2xx head is success (true, in result_);
+  // anything else is recorded in tried_ (and reported to the upstream's health).
+  net::Task<bool> attempt(const upstream::ModelRoute& route, upstream::Lease lease) {
     const std::size_t u = lease.upstream;
     const upstream::UpstreamInfo& info = snap_.catalog.upstreams()[u];
     upstream::OutgoingRequest out = outgoingRequest(info, route.candidates[lease.candidate]);
@@ -337,13 +342,14 @@ class Forwarder {
       // handed back), and nobody is left to answer.
       lease.report(upstream::HealthVerdict::kNeutral, headAt);
       giveUp_ = true;
-      co_return std::nullopt;
+      co_return false;
     }
     if (resp && resp->status() >= 200 && resp->status() < 300) {
       lease.report(upstream::HealthVerdict::kSuccess, headAt);
       snap_.telemetry->attempt(static_cast<std::uint32_t>(u), false);
       reportHealth(u);
-      co_return answered(route, std::move(resp), std::move(lease));
+      answered(route, std::move(resp), std::move(lease));
+      co_return true;
     }
 
     upstream::UpstreamState& state = (*snap_.upstreamStates)[u];
@@ -369,7 +375,7 @@ class Forwarder {
     if (state.health().ejectionsTotal() > ejectionsBefore) reportEjection(info, tried);
     reportHealth(u);
     tried_.push_back(std::move(tried));
-    co_return std::nullopt;
+    co_return false;
   }
 
   // The request as upstream `info` gets it: the body with its model id, its
@@ -384,7 +390,7 @@ class Forwarder {
     out.path = info.target.path(req_.plan.api == ModelApi::kEmbeddings ? "/embeddings"
                                                                        : "/chat/completions");
     out.shared = &forwardHeaders_;
-    out.headers.add("authorization", info.authorization);
+    out.authorization = info.authorization;
     out.body = body_;
     return out;
   }
@@ -416,10 +422,12 @@ class Forwarder {
         std::chrono::duration_cast<std::chrono::microseconds>(headAt - sent).count());
   }
 
-  // Success: the 2xx head, with the lease that holds the upstream's slot.
-  Forwarded answered(const upstream::ModelRoute& route,
-                     std::unique_ptr<upstream::ResponseStream> resp, upstream::Lease lease) {
-    Forwarded f;
+  // Success: the 2xx head, with the lease that holds the upstream's slot,
+  // written where forwardChat takes it from (not moved through each
+  // coroutine's return on the way up).
+  void answered(const upstream::ModelRoute& route, std::unique_ptr<upstream::ResponseStream> resp,
+                upstream::Lease lease) {
+    Forwarded& f = result_;
     f.upstream = lease.upstream;
     f.response = std::move(resp);
     f.lease = std::move(lease);
@@ -427,7 +435,6 @@ class Forwarder {
     f.strategy = lastStrategy_;
     f.score = lastScore_;
     f.explored = lastExplored_;
-    return f;
   }
 
   // No head: a connect error, timeout, reset or protocol error.
@@ -643,6 +650,7 @@ class Forwarder {
   bool giveUp_ = false;
   bool full_ = false;
   bool budgetRefused_ = false;
+  Forwarded result_;
 };
 
 }  // namespace
@@ -665,7 +673,8 @@ void reportUpstreamHealth(const Snapshot& snap, std::size_t u) {
 
 net::Task<Forwarded> forwardChat(Worker& worker, const Snapshot& snapshot, ForwardRequest request) {
   Forwarder forwarder(worker, snapshot, request);
-  co_return co_await forwarder.run();
+  co_await forwarder.run();
+  co_return std::move(forwarder.result());
 }
 
 }  // namespace relay::pipeline

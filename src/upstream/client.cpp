@@ -69,6 +69,7 @@ std::string serializeRequest(const OutgoingRequest& req, const Target& target) {
     for (const HeaderField& f : *req.shared)
       appendField(out, f.name, f.value);
   }
+  if (!req.authorization.empty()) appendField(out, "authorization"sv, req.authorization);
   for (const HeaderField& f : req.headers)
     appendField(out, f.name, f.value);
   if (!req.body.empty() || req.method == "POST" || req.method == "PUT") {

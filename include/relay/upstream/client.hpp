@@ -63,6 +63,9 @@ struct OutgoingRequest {
   // (optional, must outlive the send) is written first: fields that are the
   // same for every attempt of a request need not be copied per attempt.
   const Headers* shared = nullptr;
+  // The upstream's own credential: "authorization: VALUE" after `shared`
+  // (empty: none). A view: it must outlive the send.
+  std::string_view authorization;
   Headers headers;
   std::string_view body;  // must outlive the send
 };
