@@ -38,28 +38,46 @@ std::string toLower(std::string_view s) {
 }
 
 namespace {
-// Lowercases the ASCII letters of [p, p + n) in place, eight bytes at a time:
+// The ASCII capitals of a word of bytes, lowercased, all bytes at once. Per
+// byte b < 0x80: b + (0x80 - 'A') has its high bit set iff b >= 'A', and
+// b + (0x80 - 'Z' - 1) iff b > 'Z'; no sum carries into the next byte.
+template <class Word>
+Word lowerWord(Word x) {
+  constexpr Word kOnes = static_cast<Word>(~Word{0}) / 0xFF;  // 0x0101...
+  constexpr Word kHighs = kOnes * 0x80;
+  const Word low7 = x & ~kHighs;
+  const Word atLeastA = low7 + kOnes * (0x80 - 'A');
+  const Word aboveZ = low7 + kOnes * (0x80 - 'Z' - 1);
+  const Word upper = atLeastA & ~aboveZ & ~x & kHighs;
+  return x | (upper >> 2);  // 0x80 >> 2 == 0x20, the case bit
+}
+
+template <class Word>
+void lowerAt(char* p) {
+  Word x;
+  std::memcpy(&x, p, sizeof x);
+  x = lowerWord(x);
+  std::memcpy(p, &x, sizeof x);
+}
+
+// Lowercases the ASCII letters of [p, p + n) in place, a word at a time:
 // names are copied into every head, so this runs for every field of every
-// request (a byte loop was most of add()'s cost).
+// request. A tail shorter than a word is done as one more word ending at the
+// last byte (lowercasing twice changes nothing), so no byte loop remains
+// but for names under four bytes.
 void lowerInPlace(char* p, std::size_t n) {
-  constexpr std::uint64_t kOnes = 0x0101010101010101ULL;
-  constexpr std::uint64_t kHighs = 0x8080808080808080ULL;
-  std::size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    std::uint64_t x;
-    std::memcpy(&x, p + i, 8);
-    // Per byte b < 0x80: b + (0x80 - 'A') has its high bit set iff b >= 'A',
-    // b + (0x80 - 'Z' - 1) iff b > 'Z'; no sum carries into the next byte.
-    const std::uint64_t low7 = x & ~kHighs;
-    const std::uint64_t atLeastA = low7 + kOnes * (0x80 - 'A');
-    const std::uint64_t aboveZ = low7 + kOnes * (0x80 - 'Z' - 1);
-    const std::uint64_t upper = atLeastA & ~aboveZ & ~x & kHighs;
-    if (upper == 0) continue;
-    x |= upper >> 2;  // 0x80 >> 2 == 0x20, the case bit
-    std::memcpy(p + i, &x, 8);
+  if (n >= 8) {
+    std::size_t i = 0;
+    for (; i + 8 <= n; i += 8)
+      lowerAt<std::uint64_t>(p + i);
+    if (i < n) lowerAt<std::uint64_t>(p + n - 8);
+  } else if (n >= 4) {
+    lowerAt<std::uint32_t>(p);
+    lowerAt<std::uint32_t>(p + n - 4);
+  } else {
+    for (std::size_t i = 0; i < n; ++i)
+      p[i] = lowerAscii(p[i]);
   }
-  for (; i < n; ++i)
-    p[i] = lowerAscii(p[i]);
 }
 }  // namespace
 
