@@ -411,7 +411,7 @@ class H1Session final : public ResponseSink,
     // session, which the watchdog keeps alive). The cancellation was for the
     // handler only.
     co_await asio::this_coro::reset_cancellation_state();
-    co_await completeResponse(ex);
+    if (!responseComplete()) co_await completeResponse(ex);
     open.reset();  // the response is out (or the connection is gone)
     exchangeActive_ = false;
     // An unread (or half-read) body stands between us and the next request.
@@ -423,13 +423,20 @@ class H1Session final : public ResponseSink,
     head.method = std::move(parser_->method);
     std::string_view target = parser_->target;
     std::size_t q = target.find('?');
-    head.path = std::string(target.substr(0, q));
-    if (q != std::string_view::npos) head.query = std::string(target.substr(q + 1));
+    if (q == std::string_view::npos) {
+      head.path = std::move(parser_->target);
+    } else {
+      head.path = std::string(target.substr(0, q));
+      head.query = std::string(target.substr(q + 1));
+    }
     head.headers = std::move(parser_->headers);
     head.protocol = Protocol::kHttp1;
     head.tls = config_->tls;
     head.peer = peer_;
   }
+
+  // Nothing left for completeResponse() to do (the common case: no coroutine for it).
+  bool responseComplete() const { return gone_ || peerGone_ || finished_; }
 
   // Whatever the handler left undone, the connection must end in a valid state.
   Task<void> completeResponse(const Exchange& ex) {

@@ -219,12 +219,13 @@ void publishRefusal(const Snapshot& snap, const ChatRecord& record, const ChatPl
 
 }  // namespace
 
+// Not coroutines themselves: the handler's own coroutine is all there is.
 net::Task<void> handleChatCompletions(Worker& worker, net::Exchange& ex) {
-  co_await handleModelRequest(worker, ex, ModelApi::kChat);
+  return handleModelRequest(worker, ex, ModelApi::kChat);
 }
 
 net::Task<void> handleEmbeddings(Worker& worker, net::Exchange& ex) {
-  co_await handleModelRequest(worker, ex, ModelApi::kEmbeddings);
+  return handleModelRequest(worker, ex, ModelApi::kEmbeddings);
 }
 
 net::Task<void> handleModelRequest(Worker& worker, net::Exchange& ex, ModelApi api) {
