@@ -118,7 +118,10 @@ class H1Session final : public ResponseSink,
     std::string h = serializeHead(head, body.size(), false);
     std::array<asio::const_buffer, 2> bufs{asio::buffer(h), asio::buffer(body)};
     if (isHead_) bufs[1] = asio::const_buffer();
-    co_return co_await writeAll(bufs);
+    std::size_t written = 0;
+    const WriteNow now = writeNow(bufs, written);
+    if (now != WriteNow::kPartial) co_return now == WriteNow::kDone;
+    co_return co_await writeRest(bufs, written);
   }
 
   Task<bool> start(ResponseHead head) override {
@@ -173,7 +176,10 @@ class H1Session final : public ResponseSink,
     }
     if (end) bufs[n++] = asio::buffer("0\r\n\r\n", 5);
     const std::span<const asio::const_buffer> used(bufs.data(), n);
-    co_return co_await writeAll(used);
+    std::size_t written = 0;
+    const WriteNow now = writeNow(used, written);
+    if (now != WriteNow::kPartial) co_return now == WriteNow::kDone;
+    co_return co_await writeRest(used, written);
   }
 
   void abort() override {
@@ -493,19 +499,24 @@ class H1Session final : public ResponseSink,
     return out;
   }
 
-  // `buffers` is a named object of the caller's frame (never a temporary in the
-  // co_await expression: GCC 12 mishandles those).
+  enum class WriteNow {
+    kDone,    // every byte went
+    kFailed,  // the connection is gone (gone_ is set)
+    kPartial  // the rest waits for room: writeRest()
+  };
+
+  // What needs no waiting: most answers fit the socket's send buffer, so on
+  // plaintext one sendmsg now (the socket is non-blocking) and the exchange
+  // goes on without a round through the scheduler. `written`: the bytes
+  // that went.
   template <class Buffers>
-  Task<bool> writeAll(const Buffers& buffers) {
+  WriteNow writeNow(const Buffers& buffers, std::size_t& written) {
+    written = 0;
     if (closed_) {
       gone_ = true;
-      co_return false;
+      return WriteNow::kFailed;
     }
-    std::size_t written = 0;
     if constexpr (std::is_same_v<Stream, tcp::socket>) {
-      // Most answers fit the socket's send buffer: one sendmsg now (the
-      // socket is non-blocking) and the exchange goes on without a round
-      // through the scheduler; only what did not fit waits for room.
       boost::system::error_code ec;
       written = stream_.write_some(buffers, ec);
       if (ec == asio::error::would_block || ec == asio::error::try_again) {
@@ -514,10 +525,18 @@ class H1Session final : public ResponseSink,
       }
       if (ec) {
         gone_ = true;
-        co_return false;
+        return WriteNow::kFailed;
       }
-      if (written == asio::buffer_size(buffers)) co_return true;
+      if (written == asio::buffer_size(buffers)) return WriteNow::kDone;
     }
+    return WriteNow::kPartial;
+  }
+
+  // The rest of a write, after the first `written` bytes. `buffers` is a named
+  // object of the caller's frame (never a temporary in the co_await
+  // expression: GCC 12 mishandles those).
+  template <class Buffers>
+  Task<bool> writeRest(const Buffers& buffers, std::size_t written) {
     boost::beast::buffers_suffix<Buffers> rest(buffers);
     rest.consume(written);
     // A caller that stops reading must not hold its exchange (and the upstream
@@ -531,6 +550,17 @@ class H1Session final : public ResponseSink,
       co_return false;
     }
     co_return true;
+  }
+
+  // writeNow, then writeRest if needed. The callers on the path of every
+  // answer (respond, writeChunks) spell this out, so that an answer the
+  // socket takes at once costs no coroutine frame for the write.
+  template <class Buffers>
+  Task<bool> writeAll(const Buffers& buffers) {
+    std::size_t written = 0;
+    const WriteNow now = writeNow(buffers, written);
+    if (now != WriteNow::kPartial) co_return now == WriteNow::kDone;
+    co_return co_await writeRest(buffers, written);
   }
 
   // Input -------------------------------------------------------------------
