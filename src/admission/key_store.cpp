@@ -1,6 +1,7 @@
 #include "relay/admission/key_store.hpp"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -13,6 +14,7 @@
 
 #include "relay/common/base64url.hpp"
 #include "relay/common/hex.hpp"
+#include "relay/common/siphash.hpp"
 
 namespace relay::admission {
 
@@ -105,56 +107,8 @@ void KeyStore::addDigest(const std::string& hex, std::size_t tenant, std::int64_
 
 namespace {
 
-// SipHash-2-4 (Aumasson & Bernstein): a keyed hash, so that a caller cannot
-// aim keys at one cache slot, and cheap (about 200 instructions for a key).
-std::uint64_t rotl(std::uint64_t x, int b) {
-  return (x << b) | (x >> (64 - b));
-}
-
-std::uint64_t siphash(std::uint64_t k0, std::uint64_t k1, std::string_view in) {
-  std::uint64_t v0 = 0x736f6d6570736575ULL ^ k0, v1 = 0x646f72616e646f6dULL ^ k1,
-                v2 = 0x6c7967656e657261ULL ^ k0, v3 = 0x7465646279746573ULL ^ k1;
-  auto round = [&] {
-    v0 += v1;
-    v1 = rotl(v1, 13);
-    v1 ^= v0;
-    v0 = rotl(v0, 32);
-    v2 += v3;
-    v3 = rotl(v3, 16);
-    v3 ^= v2;
-    v0 += v3;
-    v3 = rotl(v3, 21);
-    v3 ^= v0;
-    v2 += v1;
-    v1 = rotl(v1, 17);
-    v1 ^= v2;
-    v2 = rotl(v2, 32);
-  };
-  const std::size_t n = in.size();
-  std::size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    std::uint64_t m;
-    std::memcpy(&m, in.data() + i, 8);
-    v3 ^= m;
-    round();
-    round();
-    v0 ^= m;
-  }
-  std::uint64_t last = static_cast<std::uint64_t>(n) << 56;
-  for (std::size_t j = 0; i + j < n; ++j)
-    last |= static_cast<std::uint64_t>(static_cast<unsigned char>(in[i + j])) << (8 * j);
-  v3 ^= last;
-  round();
-  round();
-  v0 ^= last;
-  v2 ^= 0xff;
-  for (int r = 0; r < 4; ++r)
-    round();
-  return v0 ^ v1 ^ v2 ^ v3;
-}
-
 struct SipKeys {
-  std::uint64_t k[4];
+  std::uint64_t k[2];  // one 128-bit SipHash key
   SipKeys() {
     if (RAND_bytes(reinterpret_cast<unsigned char*>(k), sizeof k) != 1)
       throw std::runtime_error("no randomness for the key cache");
@@ -197,9 +151,11 @@ const Tenant* KeyStore::find(std::string_view presentedKey) const {
     cache.entries.clear();
     cache.owner = id_;
   }
+  // A keyed 128-bit hash (one pass of SipHash-2-4-128): a cache hit stands
+  // for the key itself, so 64 bits would leave collisions within reach.
   const SipKeys& keys = sipKeys();
-  const AuthCache::Hash128 h{siphash(keys.k[0], keys.k[1], presentedKey),
-                             siphash(keys.k[2], keys.k[3], presentedKey)};
+  const std::array<std::uint64_t, 2> wide = siphash24x128(keys.k[0], keys.k[1], presentedKey);
+  const AuthCache::Hash128 h{wide[0], wide[1]};
   std::size_t index = 0;
   if (auto hit = cache.entries.find(h); hit != cache.entries.end()) {
     index = hit->second;
