@@ -72,6 +72,43 @@ bool anyListed(std::string_view name, const List& list) {
   return false;
 }
 
+// kChatFields, checked for every field of every request: by length first
+// (each fixed name has its own), and the one prefix only for names long
+// enough to carry it.
+constexpr bool chatListed(std::string_view name) {
+  constexpr std::string_view kPrefix = "x-stainless-";
+  switch (name.size()) {
+    case 6:
+      return name == "accept";
+    case 10:
+      return name == "user-agent";
+    case 11:
+      return name == "openai-beta";
+    case 15:
+      return name == "accept-language" || name == "idempotency-key" || name.starts_with(kPrefix);
+    default:
+      return name.starts_with(kPrefix);
+  }
+}
+
+// chatListed() is kChatFields: every name of the list passes, nothing else.
+constexpr bool chatListedIsTheList() {
+  for (std::string_view entry : kChatFields) {
+    const bool prefix = entry.back() == '*';
+    const std::string_view stem = prefix ? entry.substr(0, entry.size() - 1) : entry;
+    if (prefix && !(chatListed("x-stainless-retry-count") && chatListed("x-stainless-os")))
+      return false;
+    if (!prefix && !chatListed(stem)) return false;
+    if (chatListed(stem.substr(0, stem.size() - 1))) return false;  // one byte short
+  }
+  for (std::string_view other : {"authorization", "accepts", "x-stainless", "content-type",
+                                 "x-api-key", "user-agents", "openai-betas", "host"}) {
+    if (chatListed(other)) return false;
+  }
+  return true;
+}
+static_assert(chatListedIsTheList());
+
 }  // namespace
 
 Headers forwardableHeaders(const Headers& callerHeaders, ForwardFor kind,
@@ -79,9 +116,8 @@ Headers forwardableHeaders(const Headers& callerHeaders, ForwardFor kind,
   Headers out;
   out.reserve(8);
   for (const HeaderField& f : callerHeaders) {
-    bool allowed =
-        kind == ForwardFor::kChat ? anyListed(f.name, kChatFields) : anyListed(f.name, kMcpFields);
-    if (allowed || anyListed(f.name, extra)) out.add(f.name, f.value);
+    bool allowed = kind == ForwardFor::kChat ? chatListed(f.name) : anyListed(f.name, kMcpFields);
+    if (allowed || (!extra.empty() && anyListed(f.name, extra))) out.add(f.name, f.value);
   }
   return out;
 }
