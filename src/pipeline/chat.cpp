@@ -246,7 +246,7 @@ net::Task<void> handleModelRequest(Worker& worker, net::Exchange& ex, ModelApi a
   base.add("x-request-id", record.requestId());
   // The caller learns the trace (and the gateway's span in it) from every
   // answer, also when it sent no traceparent (docs/tracing.md).
-  base.add("traceparent", record.trace().traceparent());
+  base.add("traceparent", record.traceparent());
 
   // The key is checked on the head: a caller with a bad key is refused
   // before a byte of its body is read.

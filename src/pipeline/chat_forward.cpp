@@ -101,7 +101,7 @@ class Forwarder {
     // W3C Trace Context: the upstream's parent is the gateway's own span, never
     // the caller's (steps.cpp does not copy these fields).
     const TraceContext& trace = req.record.trace();
-    forwardHeaders_.add("traceparent", trace.traceparent());
+    forwardHeaders_.add("traceparent", req.record.traceparent());
     if (!trace.tracestate.empty()) forwardHeaders_.add("tracestate", trace.tracestate);
   }
 

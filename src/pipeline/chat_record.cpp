@@ -16,6 +16,7 @@ ChatRecord::ChatRecord(const Snapshot& snapshot, const net::Exchange& exchange,
       exchange_(exchange),
       requestId_(std::move(requestId)),
       trace_(traceFrom(exchange.head.headers)),
+      traceparent_(trace_.traceparent()),
       start_(start) {}
 
 ChatRecord::~ChatRecord() {

@@ -30,6 +30,8 @@ class ChatRecord {
   // The request's W3C trace: the caller's continued, or a new one; the
   // gateway's own span (trace_context.hpp).
   const TraceContext& trace() const { return trace_; }
+  // trace().traceparent(), made once: the answer and every attempt carry it.
+  const std::string& traceparent() const { return traceparent_; }
   // The caller's X-Node-Id as sent (at most 64 bytes), for events.
   std::string_view nodeHeader() const;
 
@@ -94,6 +96,7 @@ class ChatRecord {
   const net::Exchange& exchange_;
   std::string requestId_;
   TraceContext trace_;
+  std::string traceparent_;
   SteadyClock::time_point start_;
   std::optional<SteadyClock::time_point> firstByte_;
   SteadyClock::duration waited_{};
