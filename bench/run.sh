@@ -102,8 +102,11 @@ error_log $work/nginx-error.log warn;
 events { worker_connections 4096; }
 http {
   access_log off;
-  upstream mock { server 127.0.0.1:$mock_port; keepalive 128; }
-  upstream burst { server 127.0.0.1:$burst_port; keepalive 128; }
+  # kimi-relay keeps a connection for any number of requests: so does nginx
+  # here (its default closes after 1,000, and h2load has hung on the close).
+  keepalive_requests 1000000;
+  upstream mock { server 127.0.0.1:$mock_port; keepalive 128; keepalive_requests 1000000; }
+  upstream burst { server 127.0.0.1:$burst_port; keepalive 128; keepalive_requests 1000000; }
   server {
     listen 127.0.0.1:$nginx_burst_port;
     location / {
