@@ -612,7 +612,13 @@ Task<std::unique_ptr<Connection>> ClientPool::Impl::connect(std::size_t index, c
       failure = std::move(resolved.failure);
       co_return nullptr;
     }
-    watchdog.set(connectBy, FailureKind::kConnectTimeout);  // re-armed if it fired on no socket
+    // The lookup ended at the connect deadline: the watchdog may have fired
+    // already (on a socket not yet open, which it then no longer watches), and
+    // the connect below would run with no deadline at all.
+    if (watchdog.fired() != FailureKind::kNone || Clock::now() >= connectBy) {
+      failure = {FailureKind::kConnectTimeout, ""};
+      co_return nullptr;
+    }
     tcp::endpoint ep;
     std::tie(ec, ep) = co_await asio::async_connect(*conn->plain, resolved.endpoints, kTuple);
   }
