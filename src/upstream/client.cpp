@@ -257,8 +257,11 @@ class UpstreamParser final : public http::basic_parser<false> {
 class ResponseStreamImpl final : public ResponseStream {
  public:
   ResponseStreamImpl(std::shared_ptr<ClientPool::Impl> pool, std::unique_ptr<Connection> conn,
-                     const Deadlines& deadlines, const asio::any_io_executor& executor)
-      : pool_(std::move(pool)), conn_(std::move(conn)), deadlines_(deadlines), watchdog_(executor) {
+                     const Deadlines& deadlines)
+      : pool_(std::move(pool)),
+        conn_(std::move(conn)),
+        deadlines_(deadlines),
+        watchdog_(*conn_->watchdogs) {
     watchdog_.watch(&conn_->socket());
     newParser();
   }
@@ -596,6 +599,7 @@ Task<std::unique_ptr<Connection>> ClientPool::Impl::connect(std::size_t index, c
   conn->upstream = index;
   conn->plain.emplace(executor);
   Watchdog watchdog(executor);
+  conn->watchdogs = &watchdog.list();
   watchdog.watch(&*conn->plain);
   auto connectBy = earliest(Clock::now() + d.connect, d.total);
   watchdog.set(connectBy, FailureKind::kConnectTimeout);
@@ -677,7 +681,6 @@ Task<std::unique_ptr<ResponseStream>> ClientPool::send(std::size_t index,
                                                        Failure& failure) {
   // The pool may be replaced by a config reload while this runs: hold its state.
   std::shared_ptr<Impl> impl = impl_;
-  auto executor = co_await asio::this_coro::executor;
   const Target& target = impl->upstreams.at(index).target;
   // A pooled connection may have been closed by the upstream an instant ago.
   // If writing to it failed before a byte of the request left, try once more
@@ -691,7 +694,7 @@ Task<std::unique_ptr<ResponseStream>> ClientPool::send(std::size_t index,
       conn = co_await impl->connect(index, deadlines, failure);
       if (!conn) co_return nullptr;
     }
-    auto stream = std::make_unique<ResponseStreamImpl>(impl, std::move(conn), deadlines, executor);
+    auto stream = std::make_unique<ResponseStreamImpl>(impl, std::move(conn), deadlines);
     if (co_await stream->exchangeHead(request, target)) co_return stream;
     failure = stream->failure();
     // Only a stale pooled connection is worth a second try (a cancelled attempt

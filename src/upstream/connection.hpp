@@ -18,6 +18,8 @@ namespace asio = boost::asio;
 using tcp = asio::ip::tcp;
 using TlsStream = asio::ssl::stream<tcp::socket>;
 
+class WatchdogList;
+
 struct Connection {
   static constexpr std::size_t kReadBytes = 16 * 1024;
   std::size_t upstream = 0;
@@ -28,6 +30,10 @@ struct Connection {
   // so that a stream an upstream writes at once arrives in one read.
   boost::beast::flat_buffer buffer;
   Clock::time_point idleSince{};
+  // The watchdogs of the context this connection lives on: every exchange
+  // on it takes its watchdog from here, without a service lookup (a mutex)
+  // per request.
+  WatchdogList* watchdogs = nullptr;
 
   tcp::socket& socket() { return tls ? tls->next_layer() : *plain; }
 
@@ -42,8 +48,6 @@ struct Connection {
   bool looksDead();
 };
 
-class WatchdogList;
-
 // Closes a connection's socket when a deadline passes, recording which one.
 //
 // A watchdog holds no timer of its own: every armed watchdog of an
@@ -57,6 +61,8 @@ class WatchdogList;
 class Watchdog {
  public:
   explicit Watchdog(const asio::any_io_executor& executor);
+  // On a list already made for the context (Connection::watchdogs).
+  explicit Watchdog(WatchdogList& list) : list_(list) {}
   ~Watchdog();
   Watchdog(const Watchdog&) = delete;
   Watchdog& operator=(const Watchdog&) = delete;
@@ -67,6 +73,7 @@ class Watchdog {
   void disarm();
   // Which deadline closed the socket, or kNone.
   FailureKind fired() const { return fired_; }
+  WatchdogList& list() const { return list_; }
 
  private:
   friend class WatchdogList;
