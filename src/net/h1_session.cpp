@@ -44,6 +44,7 @@
 #include <boost/beast/core/flat_buffer.hpp>
 
 #include "h1_request_parser.hpp"
+#include "input_park.hpp"
 #include "relay/common/limits.hpp"
 #include "session_common.hpp"
 
@@ -77,7 +78,7 @@ class H1Session final : public ResponseSink,
         config_(std::move(context.config)),
         slot_(std::move(context.slot)),
         handler_(std::move(handler)),
-        inputWake_(stream_.get_executor()),
+        input_(stream_.get_executor()),
         roomWake_(stream_.get_executor()),
         watchdogTimer_(stream_.get_executor()),
         registration_(context.registry, this),
@@ -237,7 +238,8 @@ class H1Session final : public ResponseSink,
   // connection between requests is closed now.
   void drain() override {
     draining_ = true;
-    wakeInputWaiter();
+    // Not on this stack: whoever drains may be walking a list of sessions.
+    if (input_.parked()) input_.resumeLater(true);
   }
 
  private:
@@ -582,6 +584,7 @@ class H1Session final : public ResponseSink,
         inbox_.consume(inbox_.size());
         continue;
       }
+      // The parser (serve(), or a handler reading the body) runs from here.
       if (n > 0) wakeInputWaiter();
     }
     // The client is gone (or we closed). A running handler learns it now.
@@ -623,23 +626,31 @@ class H1Session final : public ResponseSink,
   // Waits until the reader brings something (bytes, EOF) or `deadline`
   // passes. False when the deadline passed. The caller checks its condition
   // before every wait, so a wake-up given while nobody waited is not lost.
+  //
+  // The reader resumes the waiter directly (InputPark); the watchdog ends
+  // the wait at the deadline. Its timer moves only for a deadline earlier
+  // than its next wake-up (the first head, a head or body that arrives in
+  // pieces): between keep-alive requests the idle deadline is later, and a
+  // wait costs no timer operation.
   Task<bool> waitInput(SteadyClock::time_point deadline) {
     if (SteadyClock::now() >= deadline) co_return false;
-    inputWake_.expires_at(deadline);
-    inputWaiting_ = true;
-    auto [ec] = co_await inputWake_.async_wait(kTuple);
-    inputWaiting_ = false;
-    co_return static_cast<bool>(ec);  // cancelled = woken (or the caller left)
+    inputDeadline_ = deadline;
+    if (deadline < watchdogTimer_.expiry()) watchdogTimer_.expires_at(deadline);
+    co_return co_await input_.park();
   }
 
+  // From the reader (new bytes, EOF) and the watchdog: both are coroutines
+  // of this session that hold it and re-check its state after the call.
   void wakeInputWaiter() {
-    if (inputWaiting_) inputWake_.cancel();
+    if (input_.parked()) input_.resume(true);
   }
   void wakeReader() {
     if (roomWaiting_) roomWake_.cancel();
   }
+  // From anywhere (a handler's abort, the watchdog, closing): the waiter
+  // runs after the caller returns.
   void wakeAll() {
-    wakeInputWaiter();
+    if (input_.parked()) input_.resumeLater(true);
     wakeReader();
     watchdogTimer_.cancel();
   }
@@ -684,8 +695,13 @@ class H1Session final : public ResponseSink,
         closeNow();
         break;
       }
+      if (input_.parked() && now >= inputDeadline_) {
+        input_.resume(false);  // the wait for input timed out; serve() runs from here
+        continue;
+      }
       auto next = writesPending_ > 0 ? writeDeadline_ : now + config_->idleTimeout;
       if (lingering_) next = std::min(next, lingerDeadline_);
+      if (input_.parked()) next = std::min(next, inputDeadline_);
       watchdogTimer_.expires_at(next);
       co_await watchdogTimer_.async_wait(kTuple);
     }
@@ -695,9 +711,9 @@ class H1Session final : public ResponseSink,
   std::shared_ptr<const SessionConfig> config_;
   std::shared_ptr<void> slot_;
   Handler handler_;
-  asio::steady_timer inputWake_;      // the reader wakes a waiting head/body parse
+  InputPark input_;                   // a head/body parse waiting for the reader
   asio::steady_timer roomWake_;       // the parser wakes a reader paused at readAhead_
-  asio::steady_timer watchdogTimer_;  // write stalls and the linger deadline
+  asio::steady_timer watchdogTimer_;  // write stalls, input deadlines, the linger deadline
   Registration registration_;
   std::shared_ptr<asio::cancellation_signal> cancel_ =
       std::make_shared<asio::cancellation_signal>();
@@ -711,6 +727,7 @@ class H1Session final : public ResponseSink,
   std::string keepAliveHint_;
   SteadyClock::time_point acceptedAt_;
   SteadyClock::time_point headDoneAt_{};
+  SteadyClock::time_point inputDeadline_{};  // of the parked wait for input
   SteadyClock::time_point writeDeadline_{};
   SteadyClock::time_point lingerDeadline_{};
   const std::size_t readAhead_;
@@ -723,7 +740,6 @@ class H1Session final : public ResponseSink,
   bool lingering_ = false;
   bool closed_ = false;
   bool serveDone_ = false;
-  bool inputWaiting_ = false;
   bool roomWaiting_ = false;
   // The exchange in progress.
   bool exchangeActive_ = false;
