@@ -92,15 +92,22 @@ struct Cursor {
     // word without one flags nothing).
     constexpr std::uint64_t kOnes = 0x0101010101010101ULL;
     constexpr std::uint64_t kHighs = 0x8080808080808080ULL;
-    for (; close - s >= 8; s += 8) {
+    auto clean = [](const char* at) {
       std::uint64_t x;
-      std::memcpy(&x, s, 8);
+      std::memcpy(&x, at, 8);
       const std::uint64_t slash = x ^ (kOnes * '\\');
-      if ((((slash - kOnes) & ~slash) | ((x - kOnes * 0x20) & ~x) | x) & kHighs) return false;
-    }
-    for (; s != close; ++s) {
-      const auto byte = static_cast<unsigned char>(*s);
-      if (byte == '\\' || byte < 0x20 || byte >= 0x80) return false;
+      return ((((slash - kOnes) & ~slash) | ((x - kOnes * 0x20) & ~x) | x) & kHighs) == 0;
+    };
+    if (close - s >= 8) {
+      for (; close - s >= 8; s += 8)
+        if (!clean(s)) return false;
+      // The tail as the key's last eight bytes (some checked twice).
+      if (s != close && !clean(close - 8)) return false;
+    } else {
+      for (; s != close; ++s) {
+        const auto byte = static_cast<unsigned char>(*s);
+        if (byte == '\\' || byte < 0x20 || byte >= 0x80) return false;
+      }
     }
     out = std::string_view(p, static_cast<std::size_t>(close - p));
     p = close + 1;
@@ -327,18 +334,24 @@ std::size_t objectEnd(std::string_view text, std::size_t open) {
   return std::string_view::npos;
 }
 
-// The last occurrence of `key` (which starts with '"') that begins before
-// `before`: memrchr finds the quotes, so the search costs a vector scan and
-// one comparison per quote rather than one comparison per byte.
-std::size_t rfindQuoted(std::string_view text, std::string_view key, std::size_t before) {
+// The last occurrence of `key` that begins before `before`. memrchr looks
+// for the key's byte at `pivot`, one that is rare where usage sits (the 'g'
+// of "usage": after it, an OpenAI body has it only in "reasoning_tokens" and
+// "system_fingerprint"), so the search is a vector scan and a comparison or
+// two — searching for the quote would stop at every key and string.
+std::size_t rfindKey(std::string_view text, std::string_view key, std::size_t pivot,
+                     std::size_t before) {
+  if (before == 0 || text.size() < key.size()) return std::string_view::npos;
   const char* const begin = text.data();
-  std::size_t end = std::min(before, text.size());
-  while (end > 0) {
-    const void* hit = ::memrchr(begin, key.front(), end);
+  // A match starting at s has its pivot byte at s + pivot; s < before, and
+  // the whole key fits in the text.
+  std::size_t end = std::min(before - 1, text.size() - key.size()) + pivot + 1;
+  while (end > pivot) {
+    const void* hit = ::memrchr(begin + pivot, key[pivot], end - pivot);
     if (!hit) break;
-    const auto at = static_cast<std::size_t>(static_cast<const char*>(hit) - begin);
-    if (text.substr(at, key.size()) == key) return at;
-    end = at;
+    const auto at = static_cast<std::size_t>(static_cast<const char*>(hit) - begin) - pivot;
+    if (std::memcmp(begin + at, key.data(), key.size()) == 0) return at;
+    end = at + pivot;
   }
   return std::string_view::npos;
 }
@@ -347,8 +360,10 @@ std::size_t rfindQuoted(std::string_view text, std::string_view key, std::size_t
 
 std::optional<Usage> extractBodyUsage(std::string_view body) {
   constexpr std::string_view kKey = "\"usage\"";
-  for (std::size_t at = rfindQuoted(body, kKey, body.size());
-       at != std::string_view::npos && at > 0; at = rfindQuoted(body, kKey, at)) {
+  constexpr std::size_t kPivot = 4;  // the 'g'
+  static_assert(kKey[kPivot] == 'g');
+  for (std::size_t at = rfindKey(body, kKey, kPivot, body.size());
+       at != std::string_view::npos && at > 0; at = rfindKey(body, kKey, kPivot, at)) {
     std::size_t slashes = 0;
     while (slashes < at && body[at - 1 - slashes] == '\\')
       ++slashes;

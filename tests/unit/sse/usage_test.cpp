@@ -158,8 +158,10 @@ TEST(Usage, OnePassReaderAgreesWithTheGeneralReaderOrStepsAside) {
         R"({"prompt_tokens":5,})", R"({"prompt_tokens":5)", R"({"a":tru})", R"([1])",
         "{\"caf\xC3\xA9\":1}",
         // the same inside the first eight bytes of a longer key
-        R"({"p\u0072ompt_tokens":5})", "{\"pr\x01mpt_tokens\":5}",
-        "{\"prom\xC3\xA9t_tokens\":5}"}) {
+        R"({"p\u0072ompt_tokens":5})", "{\"pr\x01mpt_tokens\":5}", "{\"prom\xC3\xA9t_tokens\":5}",
+        // and in the last bytes of a key past its last whole word of eight
+        "{\"prompt_token\x01\":5}", R"({"prompt_tokens\"":5})",
+        "{\"completion_token\xC3\xA9\":5}"}) {
     Usage untouched{1, 2, 3, 4, 5};
     EXPECT_EQ(readUsageQuick(other, 0, untouched), std::string_view::npos) << other;
     EXPECT_EQ(untouched, (Usage{1, 2, 3, 4, 5}));
@@ -259,6 +261,19 @@ TEST(Usage, ReadsAWholeBodyFromItsLastUsageKey) {
   u = extractBodyUsage(trick);
   ASSERT_TRUE(u);
   EXPECT_EQ(u->promptTokens, 3);
+
+  // The key's bytes at the very end of the body, and at its start: no key
+  // that can hold a value (the search stops in range at both ends).
+  EXPECT_FALSE(extractBodyUsage(R"({"id":"c","usage")"));
+  EXPECT_FALSE(extractBodyUsage(R"("usage")"));
+  EXPECT_FALSE(extractBodyUsage(R"("usage":{"prompt_tokens":1}})"));
+  // Other 'g's after the key (the search's pivot byte) are passed over.
+  u = extractBodyUsage(
+      R"({"usage":{"prompt_tokens":2,"completion_tokens_details":{"reasoning_tokens":1}},)"
+      R"("system_fingerprint":"fp_g","tag":"gg\"usage"})");
+  ASSERT_TRUE(u);
+  EXPECT_EQ(u->promptTokens, 2);
+  EXPECT_EQ(u->reasoningTokens, 1);
 
   // "usage": null and no usage at all: nothing (via the full scan).
   EXPECT_FALSE(extractBodyUsage(R"({"id":"c","usage":null})"));
