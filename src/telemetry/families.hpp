@@ -12,9 +12,9 @@
 #include <prometheus/counter.h>
 #include <prometheus/family.h>
 #include <prometheus/gauge.h>
-#include <prometheus/histogram.h>
 #include <prometheus/registry.h>
 
+#include "histogram.hpp"
 #include "relay/telemetry/record.hpp"
 #include "window_quantiles.hpp"
 
@@ -62,12 +62,13 @@ struct Families {
   prometheus::Family<prometheus::Counter>& unpriced;
   ExactUsdCounter cost;
 
-  prometheus::Family<prometheus::Histogram>& duration;
-  prometheus::Family<prometheus::Histogram>& ttft;
-  prometheus::Family<prometheus::Histogram>& upstreamLatency;
+  HistogramFamily duration;
+  HistogramFamily ttft;
+  HistogramFamily upstreamLatency;
   WindowSummaryFamily durationWindow;
   WindowSummaryFamily ttftWindow;
-  prometheus::Histogram& overheadSeconds;
+  HistogramFamily overheadFamily;
+  LatencyHistogram& overheadSeconds;
 
   prometheus::Family<prometheus::Counter>& retries;
   prometheus::Family<prometheus::Counter>& fallbacks;
@@ -80,7 +81,7 @@ struct Families {
   prometheus::Gauge& lastReload;
 
   prometheus::Family<prometheus::Counter>& mcpRequests;
-  prometheus::Family<prometheus::Histogram>& mcpDuration;
+  HistogramFamily mcpDuration;
   prometheus::Family<prometheus::Gauge>& mcpStreams;
 };
 

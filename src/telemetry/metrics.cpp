@@ -50,8 +50,8 @@ constexpr std::string_view kFallbackLabels[] = {"upstream", "model"};
 constexpr std::string_view kEjectionLabels[] = {"consecutive_failures", "active_check",
                                                 "credential_refused", "other"};
 constexpr std::string_view kRefusalLabels[] = {
-    "requests", "tokens", "concurrency", "budget", "upstream_capacity", "retry_budget", "other",
-    "shared_state"};
+    "requests",          "tokens",       "concurrency", "budget",
+    "upstream_capacity", "retry_budget", "other",       "shared_state"};
 constexpr std::string_view kReloadLabels[] = {"success", "failure"};
 static_assert(std::size(kFailureLabels) == static_cast<std::size_t>(UpstreamFailure::kCount));
 static_assert(std::size(kFallbackLabels) == static_cast<std::size_t>(FallbackKind::kCount));
@@ -151,22 +151,26 @@ Families::Families()
       unpriced(family(pm::BuildCounter(), registry, "kimi_relay_unpriced_requests_total",
                       "Requests that used tokens but matched no price row (cost counted as 0).")),
       cost("kimi_relay_cost_usd_total", "Cost in USD from the configured price table."),
-      duration(family(pm::BuildHistogram(), registry, "kimi_relay_request_duration_seconds",
-                      "Request duration, head received to response finished, by served model and swarm node.")),
-      ttft(family(pm::BuildHistogram(), registry, "kimi_relay_time_to_first_token_seconds",
-                  "Time from request head to the first content byte sent to the caller, by model and node.")),
-      upstreamLatency(family(pm::BuildHistogram(), registry, "kimi_relay_upstream_latency_seconds",
-                             "Upstream latency: request sent to response head, final attempt.")),
-      durationWindow(
-          "kimi_relay_request_duration_window_seconds",
-          "Request duration p50/p95/p99 over the last 60 s (within 1.6%), by served model and node."),
-      ttftWindow(
-          "kimi_relay_time_to_first_token_window_seconds",
-          "Time-to-first-token p50/p95/p99 over the last 60 s (within 1.6%), by served model and node."),
-      overheadSeconds(family(pm::BuildHistogram(), registry, "kimi_relay_gateway_overhead_seconds",
-                             "Time the gateway spent on a request other than waiting for the "
-                             "upstream.")
-                          .Add({}, overhead)),
+      duration(
+          "kimi_relay_request_duration_seconds",
+          "Request duration, head received to response finished, by served model and swarm node.",
+          latency),
+      ttft(
+          "kimi_relay_time_to_first_token_seconds",
+          "Time from request head to the first content byte sent to the caller, by model and node.",
+          latency),
+      upstreamLatency("kimi_relay_upstream_latency_seconds",
+                      "Upstream latency: request sent to response head, final attempt.", latency),
+      durationWindow("kimi_relay_request_duration_window_seconds",
+                     "Request duration p50/p95/p99 over the last 60 s (within 1.6%), by served "
+                     "model and node."),
+      ttftWindow("kimi_relay_time_to_first_token_window_seconds",
+                 "Time-to-first-token p50/p95/p99 over the last 60 s (within 1.6%), by served "
+                 "model and node."),
+      overheadFamily("kimi_relay_gateway_overhead_seconds",
+                     "Time the gateway spent on a request other than waiting for the upstream.",
+                     overhead),
+      overheadSeconds(overheadFamily.add({})),
       retries(family(pm::BuildCounter(), registry, "kimi_relay_retries_total",
                      "Upstream attempts retried, by the upstream that failed and why.")),
       fallbacks(family(pm::BuildCounter(), registry, "kimi_relay_fallbacks_total",
@@ -185,8 +189,8 @@ Families::Families()
                      .Add({})),
       mcpRequests(family(pm::BuildCounter(), registry, "kimi_relay_mcp_requests_total",
                          "MCP HTTP requests by key, server, method and response status code.")),
-      mcpDuration(family(pm::BuildHistogram(), registry, "kimi_relay_mcp_request_duration_seconds",
-                         "MCP request latency by method.")),
+      mcpDuration("kimi_relay_mcp_request_duration_seconds", "MCP request latency by method.",
+                  latency),
       mcpStreams(family(pm::BuildGauge(), registry, "kimi_relay_mcp_open_streams",
                         "Open MCP server-to-client SSE streams by server.")) {
   lastReload.SetToCurrentTime();  // a process starts from a config that loaded
@@ -264,8 +268,7 @@ void sharedStateFamilies(std::vector<pm::MetricFamily>& all) {
         "Settlements waiting for Redis to come back (replayed in order when it does).",
         static_cast<double>(s.settlementsQueued.load(std::memory_order_relaxed)));
 
-  auto counter = [&](std::string name, std::string help, std::string label,
-                     auto&& values) {
+  auto counter = [&](std::string name, std::string help, std::string label, auto&& values) {
     pm::MetricFamily f;
     f.name = std::move(name);
     f.help = std::move(help);
@@ -307,7 +310,8 @@ void sharedStateFamilies(std::vector<pm::MetricFamily>& all) {
     m.histogram.bucket.push_back(b);
   }
   m.histogram.sample_count = cumulative;
-  m.histogram.sample_sum = static_cast<double>(s.latencySumNs.load(std::memory_order_relaxed)) / 1e9;
+  m.histogram.sample_sum =
+      static_cast<double>(s.latencySumNs.load(std::memory_order_relaxed)) / 1e9;
   h.metric.push_back(std::move(m));
   all.push_back(std::move(h));
 }
@@ -317,6 +321,10 @@ void sharedStateFamilies(std::vector<pm::MetricFamily>& all) {
 std::string Metrics::expose() const {
   std::vector<pm::MetricFamily> all = families_->registry.Collect();
   const std::int64_t now = detail::coarseNowMs();
+  for (const detail::HistogramFamily* h :
+       {&families_->duration, &families_->ttft, &families_->upstreamLatency,
+        &families_->overheadFamily, &families_->mcpDuration})
+    all.push_back(h->collect());
   all.push_back(families_->durationWindow.collect(now));
   all.push_back(families_->ttftWindow.collect(now));
   all.push_back(limitHitsFamily());

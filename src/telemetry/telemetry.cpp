@@ -56,9 +56,6 @@ bool usesTokens(const Usage& u) {
 std::uint64_t micros(std::int64_t us) {
   return static_cast<std::uint64_t>(std::max<std::int64_t>(us, 0));
 }
-double seconds(std::int64_t us) {
-  return static_cast<double>(micros(us)) / 1e6;
-}
 
 }  // namespace
 
@@ -70,9 +67,9 @@ struct Telemetry::Series {
   std::array<pm::Counter*, 3> estimated{};
   std::atomic<std::uint64_t>* cost = nullptr;
   pm::Counter* unpriced = nullptr;
-  pm::Histogram* duration = nullptr;
-  pm::Histogram* ttft = nullptr;
-  pm::Histogram* upstream = nullptr;
+  detail::LatencyHistogram* duration = nullptr;
+  detail::LatencyHistogram* ttft = nullptr;
+  detail::LatencyHistogram* upstream = nullptr;
   detail::WindowQuantiles* durationWindow = nullptr;
   detail::WindowQuantiles* ttftWindow = nullptr;
   const Price* price = nullptr;  // into prices_; null = unpriced
@@ -81,7 +78,7 @@ struct Telemetry::Series {
 
 struct Telemetry::McpSeries {
   pm::Counter* requests = nullptr;
-  pm::Histogram* duration = nullptr;
+  detail::LatencyHistogram* duration = nullptr;
 };
 
 // Event series resolved eagerly for every configured upstream, so they exist
@@ -168,9 +165,8 @@ const Telemetry::Series& Telemetry::seriesFor(const RequestRecord& r) {
                                     {"node", nodeL}});
     // Per swarm node too (the bounded node label): p50/p95/p99 per node, and
     // per region of the answering upstream.
-    out.duration =
-        &f.duration.Add({{"model", modelL}, {"node", nodeL}, {"region", regionL}}, f.latency);
-    out.ttft = &f.ttft.Add({{"model", modelL}, {"node", nodeL}, {"region", regionL}}, f.latency);
+    out.duration = &f.duration.add({{"model", modelL}, {"node", nodeL}, {"region", regionL}});
+    out.ttft = &f.ttft.add({{"model", modelL}, {"node", nodeL}, {"region", regionL}});
     out.durationWindow = &f.durationWindow.add({{"model", modelL}, {"node", nodeL}});
     out.ttftWindow = &f.ttftWindow.add({{"model", modelL}, {"node", nodeL}});
     if (live_) {
@@ -191,7 +187,7 @@ const Telemetry::Series& Telemetry::seriesFor(const RequestRecord& r) {
     }
     out.cost = &f.cost.add({{"key", keyL}, {"model", modelL}, {"upstream", upL}, {"node", nodeL}});
     out.unpriced = &f.unpriced.Add({{"model", modelL}, {"upstream", upL}});
-    out.upstream = &f.upstreamLatency.Add({{"upstream", upL}, {"model", modelL}}, f.latency);
+    out.upstream = &f.upstreamLatency.add({{"upstream", upL}, {"model", modelL}});
     out.price = model == kNone ? nullptr : prices_.find(modelL, upL);
     return out;
   });
@@ -223,14 +219,14 @@ Settlement Telemetry::record(const RequestRecord& r) {
     if (!out.priced) s.unpriced->Increment();
   }
   const std::int64_t nowMs = detail::coarseNowMs();
-  s.duration->Observe(seconds(r.durationUs));
+  s.duration->observe(micros(r.durationUs));
   s.durationWindow->observe(micros(r.durationUs), nowMs);
   if (r.ttftUs >= 0) {
-    s.ttft->Observe(seconds(r.ttftUs));
+    s.ttft->observe(micros(r.ttftUs));
     s.ttftWindow->observe(micros(r.ttftUs), nowMs);
   }
-  if (r.upstreamUs >= 0 && s.upstream) s.upstream->Observe(seconds(r.upstreamUs));
-  if (r.overheadUs >= 0) metrics_.families().overheadSeconds.Observe(seconds(r.overheadUs));
+  if (r.upstreamUs >= 0 && s.upstream) s.upstream->observe(micros(r.upstreamUs));
+  if (r.overheadUs >= 0) metrics_.families().overheadSeconds.observe(micros(r.overheadUs));
   if (live_) live_->record(s.live, r, out.cost, nowMs);
 
   if (log_) {
@@ -295,10 +291,10 @@ void Telemetry::recordMcp(const McpRecord& r) {
                                          {"server", str(labels_.mcpServerLabel(server))},
                                          {"method", methodL},
                                          {"code", statusLabel(r.status)}}),
-                     &f.mcpDuration.Add({{"method", methodL}}, f.latency)};
+                     &f.mcpDuration.add({{"method", methodL}})};
   });
   m.requests->Increment();
-  m.duration->Observe(seconds(r.durationUs));
+  m.duration->observe(micros(r.durationUs));
 }
 
 void Telemetry::mcpStreamOpened(std::uint32_t serverId) {
