@@ -113,6 +113,24 @@ struct Cursor {
     p = close + 1;
     return eat(':');
   }
+  // At a key spelled exactly as one of `names` (which have no escapes or
+  // quotes): the index of that name, past the key's closing quote. Else -1,
+  // not moved (key() then reads whatever key it is).
+  template <std::size_t N>
+  int knownKey(const std::string_view (&names)[N]) {
+    skipSpace();
+    if (p == end || *p != '"') return -1;
+    const auto left = static_cast<std::size_t>(end - p) - 1;
+    for (std::size_t i = 0; i < N; ++i) {
+      const std::string_view name = names[i];
+      if (left > name.size() && p[1 + name.size()] == '"' && p[1] == name[0] &&
+          std::memcmp(p + 1, name.data(), name.size()) == 0) {
+        p += name.size() + 2;
+        return static_cast<int>(i);
+      }
+    }
+    return -1;
+  }
   // A number (RFC 8259 grammar), a literal, or neither (false). A number's
   // integer value goes to `*count` when `count` is given; a literal leaves
   // it unset, as the general reader does for a count that is not a number.
@@ -121,23 +139,35 @@ struct Cursor {
     if (p == end) return false;
     const char* start = p;
     if (*p == '-' || isDigit(*p)) {
-      if (*p == '-') ++p;
+      const bool negative = *p == '-';
+      if (negative) ++p;
       if (p == end || !isDigit(*p)) return false;
+      const char* const digits = p;
+      std::uint64_t value = 0;  // (wraps past 19 digits; used only up to 18)
       if (*p == '0') {
         if (++p != end && isDigit(*p)) return false;
       } else {
-        skipDigits();
+        for (; p != end && isDigit(*p); ++p)
+          value = value * 10 + static_cast<unsigned>(*p - '0');
       }
+      bool whole = !negative && p - digits <= 18;
       if (p != end && *p == '.') {
+        whole = false;
         if (++p == end || !isDigit(*p)) return false;
         skipDigits();
       }
       if (p != end && (*p == 'e' || *p == 'E')) {
+        whole = false;
         if (++p != end && (*p == '+' || *p == '-')) ++p;
         if (p == end || !isDigit(*p)) return false;
         skipDigits();
       }
-      if (count) *count = parseInt(std::string_view(start, static_cast<std::size_t>(p - start)));
+      if (count) {
+        // A count as counts come (a few digits, no sign) read on the way;
+        // anything else as parseInt() reads it.
+        *count = whole ? static_cast<std::int64_t>(value)
+                       : parseInt(std::string_view(start, static_cast<std::size_t>(p - start)));
+      }
       return true;
     }
     for (std::string_view word : {"null", "true", "false"}) {
@@ -228,14 +258,16 @@ std::size_t readUsageQuick(std::string_view text, std::size_t open, Usage& usage
   bool seen[6] = {};
   if (!c.eat('}')) {
     for (;;) {
-      std::string_view name;
-      if (!c.key(name)) return kNo;
       static constexpr std::string_view kNames[6] = {
           "prompt_tokens", "completion_tokens",     "total_tokens",
           "cached_tokens", "prompt_tokens_details", "completion_tokens_details"};
-      int slot = -1;
-      for (int i = 0; i < 6 && slot < 0; ++i)
-        if (name == kNames[i]) slot = i;
+      int slot = c.knownKey(kNames);
+      if (slot < 0) {
+        std::string_view name;
+        if (!c.key(name)) return kNo;
+      } else if (!c.eat(':')) {
+        return kNo;
+      }
       const bool first = slot >= 0 && !seen[slot];
       if (first) seen[slot] = true;
       c.skipSpace();

@@ -150,6 +150,25 @@ TEST(Usage, OnePassReaderAgreesWithTheGeneralReaderOrStepsAside) {
   EXPECT_EQ(quick, general);
   EXPECT_EQ(quick, (Usage{0, 0, 0, 3, 0}));
 
+  // Counts read on the way agree with the general reader at every edge: 18
+  // and 19 digits, int64's end and past it, signs, fractions, exponents,
+  // and keys that extend or cut short a known name.
+  for (std::string_view counts :
+       {R"({"prompt_tokens":999999999999999999,"completion_tokens":1000000000000000000})",
+        R"({"prompt_tokens":9223372036854775807,"completion_tokens":9223372036854775808})",
+        R"({"prompt_tokens":-3,"completion_tokens":-0,"total_tokens":0})",
+        R"({"prompt_tokens":2.0,"completion_tokens":3e1,"total_tokens":4E+0})",
+        R"({"prompt_tokens_x":5,"prompt_token":6,"prompt_tokens":7})",
+        R"({"completion_tokens_detail":{"reasoning_tokens":1},"completion_tokens":2})",
+        R"({ "total_tokens"  :  12 , "cached_tokens":3 })"}) {
+    std::tie(end, quick, valid, general) = both(counts);
+    EXPECT_EQ(end, counts.size()) << counts;
+    EXPECT_TRUE(valid) << counts;
+    EXPECT_EQ(quick, general) << counts;
+  }
+  std::tie(end, quick, valid, general) = both(R"({"prompt_tokens":7,"total_tokens":18})");
+  EXPECT_EQ(quick, (Usage{7, 0, 18, 0, 0}));
+
   // Stepping aside: an escaped key (it may spell a count's name), a string
   // value, a deeper object, invalid JSON — and not at '{'.
   for (std::string_view other :
@@ -160,8 +179,9 @@ TEST(Usage, OnePassReaderAgreesWithTheGeneralReaderOrStepsAside) {
         // the same inside the first eight bytes of a longer key
         R"({"p\u0072ompt_tokens":5})", "{\"pr\x01mpt_tokens\":5}", "{\"prom\xC3\xA9t_tokens\":5}",
         // and in the last bytes of a key past its last whole word of eight
-        "{\"prompt_token\x01\":5}", R"({"prompt_tokens\"":5})",
-        "{\"completion_token\xC3\xA9\":5}"}) {
+        "{\"prompt_token\x01\":5}", R"({"prompt_tokens\"":5})", "{\"completion_token\xC3\xA9\":5}",
+        // a known name not followed by its colon
+        R"({"prompt_tokens" 5})", R"({"total_tokens"})"}) {
     Usage untouched{1, 2, 3, 4, 5};
     EXPECT_EQ(readUsageQuick(other, 0, untouched), std::string_view::npos) << other;
     EXPECT_EQ(untouched, (Usage{1, 2, 3, 4, 5}));
