@@ -44,6 +44,35 @@ TEST(Usage, PreCheckFindsTheKeyWhereverItIs) {
   EXPECT_FALSE(mayContainUsage(R"({"usage"x{}})"));
   EXPECT_TRUE(mayContainUsage(std::string(5000, 'g') + R"("usage" : {})"));
   EXPECT_FALSE(mayContainUsage(std::string(5000, 'g') + R"("usage" : [])"));
+
+  // The key at every offset of payloads of every length up to 80, among
+  // bytes that match it in part, answers as a plain search does.
+  auto plain = [](std::string_view s) {
+    for (std::size_t at = s.find("\"usage\""); at != std::string_view::npos;
+         at = s.find("\"usage\"", at + 1)) {
+      std::size_t p = s.find_first_not_of(" \t\r\n", at + 7);
+      if (p == std::string_view::npos || s[p] != ':') continue;
+      p = s.find_first_not_of(" \t\r\n", p + 1);
+      if (p != std::string_view::npos && s[p] == '{') return true;
+    }
+    return false;
+  };
+  const std::string filler = R"("u"ug"usag"usa"g"uuu)";
+  for (std::size_t length = 0; length <= 80; ++length) {
+    std::string background;
+    while (background.size() < length)
+      background += filler;
+    background.resize(length);
+    ASSERT_EQ(mayContainUsage(background), plain(background)) << background;
+    for (std::string_view key : {R"("usage":{)", R"("usage" :  {)", R"("usage":null)"}) {
+      for (std::size_t at = 0; at + key.size() <= length; ++at) {
+        std::string s = background;
+        s.replace(at, key.size(), key);
+        ASSERT_EQ(mayContainUsage(s), plain(s)) << s;
+        ASSERT_EQ(mayContainUsage(s), key.back() == '{') << s;
+      }
+    }
+  }
 }
 
 TEST(Usage, ReadsOpenAisUsageOnlyChunk) {
