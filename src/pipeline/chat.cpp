@@ -184,9 +184,8 @@ net::Task<void> deliverStream(Worker& worker, net::ResponseSink& sink, Forwarded
   co_await sink.finishWith(tail);
 }
 
-// Reads the body of an authenticated caller. An error to answer (413, 408,
-// 400, with the key's rate-limit fields) or nullopt; nullopt with the caller
-// gone too.
+// What a body read left to answer: an error (413, 408, 400, with the key's
+// rate-limit fields) or nullopt; nullopt with the caller gone too.
 std::optional<ApiError> bodyRefusal(net::BodyResult body, KeyGate& gate, const Snapshot& snap,
                                     const admission::Tenant& tenant, Headers& responseHeaders) {
   if (body.ok() || body.status == net::BodyStatus::kGone) return std::nullopt;
@@ -195,6 +194,8 @@ std::optional<ApiError> bodyRefusal(net::BodyResult body, KeyGate& gate, const S
                   std::string(body.code())};
 }
 
+// Reads the body of an authenticated caller (the one that did not come with
+// its head; readBodyNow() takes that one without a coroutine).
 net::Task<std::optional<ApiError>> readBody(net::Exchange& ex, KeyGate& gate, const Snapshot& snap,
                                             const admission::Tenant& tenant,
                                             Headers& responseHeaders) {
