@@ -4,6 +4,7 @@
 #include "chat_forward.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <iterator>
 #include <random>
 
@@ -82,27 +83,32 @@ class Forwarder {
     deadline_ = req.start + std::chrono::milliseconds(t.totalMs);
     queueDeadline_ = std::min(deadline_, SteadyClock::now() + std::chrono::milliseconds(t.queueMs));
     maxAttempts_ = req.hops > 0 ? 1 : snap.config.retry.maxAttempts;  // the outer relay retries
-    forwardHeaders_ = forwardableHeaders(req.exchange.head.headers, ForwardFor::kChat,
-                                         snap.config.forwardHeaders);
-    // The fields the gateway sets itself replace any the caller sent: one
-    // pass takes those out, then each is added once.
+    // The fields every attempt sends, serialised once. The fields the
+    // gateway sets itself replace any the caller sent.
     static constexpr std::string_view kOwn[] = {"x-forwarded-for", "x-request-id", "content-type",
                                                 "accept-encoding", "x-relay-hops", "traceparent",
                                                 "tracestate"};
-    forwardHeaders_.removeIf([](const HeaderField& f) {
-      return std::find(std::begin(kOwn), std::end(kOwn), f.name) != std::end(kOwn);
-    });
-    forwardHeaders_.add("x-forwarded-for",
-                        forwardedFor(req.exchange.head, snap.config.server.trustedProxies));
-    forwardHeaders_.add("x-request-id", req.record.requestId());
-    forwardHeaders_.add("content-type", "application/json");  // the body was validated as JSON
-    forwardHeaders_.add("accept-encoding", "identity");       // SSE is relayed as it comes
-    forwardHeaders_.add("x-relay-hops", std::to_string(req.hops + 1));
+    const Headers passed = forwardableHeaders(req.exchange.head.headers, ForwardFor::kChat,
+                                              snap.config.forwardHeaders);
+    forwardHead_.reserve(320 + passed.size() * 48);
+    for (const HeaderField& f : passed) {
+      if (std::find(std::begin(kOwn), std::end(kOwn), f.name) == std::end(kOwn))
+        appendField(forwardHead_, f.name, f.value);
+    }
+    appendField(forwardHead_, "x-forwarded-for",
+                forwardedFor(req.exchange.head, snap.config.server.trustedProxies));
+    appendField(forwardHead_, "x-request-id", req.record.requestId());
+    appendField(forwardHead_, "content-type", "application/json");  // the body was validated
+    appendField(forwardHead_, "accept-encoding", "identity");       // SSE is relayed as it comes
+    char hops[24];
+    const auto hopsEnd = std::to_chars(hops, hops + sizeof hops, req.hops + 1).ptr;
+    appendField(forwardHead_, "x-relay-hops",
+                std::string_view(hops, static_cast<std::size_t>(hopsEnd - hops)));
     // W3C Trace Context: the upstream's parent is the gateway's own span, never
     // the caller's (steps.cpp does not copy these fields).
     const TraceContext& trace = req.record.trace();
-    forwardHeaders_.add("traceparent", req.record.traceparent());
-    if (!trace.tracestate.empty()) forwardHeaders_.add("tracestate", trace.tracestate);
+    appendField(forwardHead_, "traceparent", req.record.traceparent());
+    if (!trace.tracestate.empty()) appendField(forwardHead_, "tracestate", trace.tracestate);
   }
 
   // Sets result(): the answer, or the error to give.
@@ -389,7 +395,7 @@ class Forwarder {
     out.method = "POST";
     out.path = info.target.path(req_.plan.api == ModelApi::kEmbeddings ? "/embeddings"
                                                                        : "/chat/completions");
-    out.shared = &forwardHeaders_;
+    out.sharedHead = forwardHead_;
     out.authorization = info.authorization;
     out.body = body_;
     return out;
@@ -641,7 +647,7 @@ class Forwarder {
   double lastScore_ = 0;
   bool lastExplored_ = false;
   std::vector<Tried> tried_;
-  Headers forwardHeaders_;
+  std::string forwardHead_;  // field lines every attempt sends (OutgoingRequest::sharedHead)
   std::string body_;
   SteadyClock::time_point deadline_;
   SteadyClock::time_point queueDeadline_;

@@ -62,13 +62,10 @@ std::shared_ptr<asio::ssl::context> makeClientTlsContext(const std::string& caFi
 std::string serializeRequest(const OutgoingRequest& req, const Target& target) {
   using namespace std::string_view_literals;
   std::string out;
-  out.reserve(256 + (req.headers.size() + (req.shared ? req.shared->size() : 0)) * 64);
+  out.reserve(256 + req.sharedHead.size() + req.headers.size() * 64);
   out.append(req.method).append(" "sv).append(req.path).append(" HTTP/1.1\r\n"sv);
   appendField(out, "host"sv, target.hostHeader);
-  if (req.shared) {
-    for (const HeaderField& f : *req.shared)
-      appendField(out, f.name, f.value);
-  }
+  out.append(req.sharedHead);
   if (!req.authorization.empty()) appendField(out, "authorization"sv, req.authorization);
   for (const HeaderField& f : req.headers)
     appendField(out, f.name, f.value);

@@ -59,10 +59,11 @@ struct Deadlines {
 struct OutgoingRequest {
   std::string_view method = "POST";
   std::string path;  // "/v1/chat/completions"
-  // End-to-end fields; host, content-length and framing are added. `shared`
-  // (optional, must outlive the send) is written first: fields that are the
-  // same for every attempt of a request need not be copied per attempt.
-  const Headers* shared = nullptr;
+  // End-to-end fields; host, content-length and framing are added.
+  // `sharedHead` (optional, a view that must outlive the send) is written
+  // first, as it is: field lines ("name: value\r\n" each, see appendField)
+  // that are the same for every attempt of a request, serialised once.
+  std::string_view sharedHead;
   // The upstream's own credential: "authorization: VALUE" after `shared`
   // (empty: none). A view: it must outlive the send.
   std::string_view authorization;
