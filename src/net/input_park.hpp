@@ -21,6 +21,7 @@
 #pragma once
 
 #include <optional>
+#include <type_traits>
 #include <utility>
 
 #include <boost/asio/any_io_executor.hpp>
@@ -55,6 +56,12 @@ class InputPark {
   // The handler a `co_await park()` leaves behind: the coroutine's whole
   // stack, resumed by calling it with the result of the wait.
   using Handler = boost::asio::detail::awaitable_handler<boost::asio::any_io_executor, bool>;
+  // (An Asio detail type: Boost is pinned to 1.81. Should a later Asio hand
+  // the initiation another type, this fails to compile rather than park
+  // something else.)
+  static_assert(std::is_same_v<
+                boost::asio::async_result<boost::asio::use_awaitable_t<>, void(bool)>::handler_type,
+                Handler>);
 
   explicit InputPark(const boost::asio::any_io_executor& executor)
       : list_(&boost::asio::use_service<ParkedInputs>(

@@ -321,10 +321,14 @@ void sharedStateFamilies(std::vector<pm::MetricFamily>& all) {
 std::string Metrics::expose() const {
   std::vector<pm::MetricFamily> all = families_->registry.Collect();
   const std::int64_t now = detail::coarseNowMs();
+  // A histogram family with no series yet is left out, as the registry
+  // leaves out its own empty families.
   for (const detail::HistogramFamily* h :
        {&families_->duration, &families_->ttft, &families_->upstreamLatency,
-        &families_->overheadFamily, &families_->mcpDuration})
-    all.push_back(h->collect());
+        &families_->overheadFamily, &families_->mcpDuration}) {
+    pm::MetricFamily f = h->collect();
+    if (!f.metric.empty()) all.push_back(std::move(f));
+  }
   all.push_back(families_->durationWindow.collect(now));
   all.push_back(families_->ttftWindow.collect(now));
   all.push_back(limitHitsFamily());

@@ -64,7 +64,7 @@ struct OutgoingRequest {
   // first, as it is: field lines ("name: value\r\n" each, see appendField)
   // that are the same for every attempt of a request, serialised once.
   std::string_view sharedHead;
-  // The upstream's own credential: "authorization: VALUE" after `shared`
+  // The upstream's own credential: "authorization: VALUE" after `sharedHead`
   // (empty: none). A view: it must outlive the send.
   std::string_view authorization;
   Headers headers;
