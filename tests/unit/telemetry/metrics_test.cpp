@@ -318,6 +318,9 @@ TEST_F(MetricsTest, EventCounters) {
 }
 
 TEST_F(MetricsTest, McpRequestsByServerMethodAndCode) {
+  // A histogram family appears with its first series (as the registry's own
+  // families do), not as a HELP and TYPE with no samples.
+  EXPECT_EQ(metrics_.expose().find("kimi_relay_mcp_request_duration_seconds"), std::string::npos);
   McpRecord call{{}, kNone, "everything", 0, mcpMethodOf("tools/call"), 200, 15'000};
   telemetry_.recordMcp(call);
   telemetry_.recordMcp(call);
