@@ -382,7 +382,7 @@ class RedisKeyGate final : public pipeline::KeyGate {
     }
     GateResult out;
     admission::RateLimitHeaders headers = rateHeaders(key, r);
-    headers.appendTo(out.rateHeaders);
+    out.rateHeaders = headers;
     if (lastHeaders_.size() < 4096 || lastHeaders_.count(tenant.name))
       lastHeaders_[tenant.name] = headers;
     const std::chrono::microseconds wait(r.items[1].asInteger(0));

@@ -117,7 +117,7 @@ void Headers::add(std::string_view name, std::string_view value) {
       return;
     }
     text_.grow(std::max<std::size_t>(std::size_t{text_.size} + need,
-                                     text_.capacity == 0 ? 384 : std::size_t{text_.capacity} * 2));
+                                     text_.capacity == 0 ? 512 : std::size_t{text_.capacity} * 2));
   }
   char* at = text_.bytes.get() + text_.size;
   if (!name.empty()) {

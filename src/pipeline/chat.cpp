@@ -271,8 +271,7 @@ net::Task<void> handleModelRequest(Worker& worker, net::Exchange& ex, ModelApi a
       // The local gate decides at once; the shared one may wait for Redis.
       std::optional<GateResult> admitted = gate.admitNow(snap, plan.ask);
       if (!admitted) admitted = co_await gate.admit(snap, plan.ask);
-      for (const HeaderField& h : admitted->rateHeaders)
-        base.add(h.name, h.value);
+      admitted->rateHeaders.appendTo(base);
       plan.ticket = std::move(admitted->ticket);
       plan.refusal = admitted->reason;
       refused = std::move(admitted->refusal);

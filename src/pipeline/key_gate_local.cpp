@@ -62,7 +62,8 @@ GateResult LocalKeyGate::decide(const Snapshot& snap, const GateAsk& ask) {
   if (!out.refusal) {
     admission::AdmitResult admitted = limiter.admit(ask.tokens, clock.steadyNow(), ask.holdSlot);
     if (admitted) {
-      out.ticket = std::make_unique<LocalTicket>(std::move(admitted.reservation()), std::move(hold));
+      out.ticket =
+          std::make_unique<LocalTicket>(std::move(admitted.reservation()), std::move(hold));
     } else {
       hold = admission::BudgetHold();  // released: this request costs nothing
       const admission::Refusal& r = admitted.refusal();
@@ -83,7 +84,7 @@ GateResult LocalKeyGate::decide(const Snapshot& snap, const GateAsk& ask) {
       out.refusal = std::move(e);
     }
   }
-  limiter.headers(clock.steadyNow()).appendTo(out.rateHeaders);
+  out.rateHeaders = limiter.headers(clock.steadyNow());
   return out;
 }
 
@@ -93,7 +94,9 @@ net::Task<GateResult> LocalKeyGate::admit(const Snapshot& snapshot, const GateAs
 
 void LocalKeyGate::appendRateHeaders(const Snapshot& snap, const admission::Tenant& tenant,
                                      Headers& out) {
-  snap.limiters[tenant.index]->headers(admission::SystemClock::instance().steadyNow()).appendTo(out);
+  snap.limiters[tenant.index]
+      ->headers(admission::SystemClock::instance().steadyNow())
+      .appendTo(out);
 }
 
 }  // namespace relay::pipeline

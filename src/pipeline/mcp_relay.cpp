@@ -284,8 +284,7 @@ net::Task<std::optional<McpRefusal>> McpExchange::admit() {
   ask.refuseWhenSpent = true;
   ask.requestId = base_.get("x-request-id");
   GateResult admitted = co_await gate.admit(*snapshot_, ask);
-  for (const HeaderField& h : admitted.rateHeaders)
-    base_.add(h.name, h.value);
+  admitted.rateHeaders.appendTo(base_);
   if (admitted.ticket) {
     ticket_ = std::move(admitted.ticket);
     co_return std::nullopt;

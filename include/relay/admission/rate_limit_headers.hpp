@@ -26,8 +26,8 @@ namespace relay::admission {
 // The value is formatted straight into `storage` (no copy): numbers from its
 // start, durations right-aligned as formatGoDuration writes them.
 struct RateLimitHeader {
-  std::string_view name;  // static storage
-  GoDurationBuffer storage{};
+  std::string_view name;     // static storage
+  GoDurationBuffer storage;  // (not zeroed: only [begin, begin + size) is ever read)
   std::uint8_t begin = 0;
   std::uint8_t size = 0;
   std::string_view value() const { return {storage.data() + begin, size}; }
@@ -39,6 +39,12 @@ class RateLimitHeaders {
   // without a limit are left out, so an unlimited key gets none.
   std::span<const RateLimitHeader> fields() const { return {items_.data(), count_}; }
   void appendTo(Headers& headers) const;
+  // The value of the field `name`, or empty.
+  std::string_view get(std::string_view name) const {
+    for (const RateLimitHeader& h : fields())
+      if (h.name == name) return h.value();
+    return {};
+  }
 
   // For the producer (KeyLimiter); at most six fields.
   void addNumber(std::string_view name, std::uint64_t value);

@@ -20,6 +20,7 @@
 
 #include "relay/admission/budget.hpp"
 #include "relay/admission/key_store.hpp"
+#include "relay/admission/rate_limit_headers.hpp"
 #include "relay/common/headers.hpp"
 #include "relay/net/exchange.hpp"
 #include "relay/pipeline/respond.hpp"
@@ -60,7 +61,9 @@ struct GateResult {
   std::unique_ptr<GateTicket> ticket;  // set when admitted
   std::optional<ApiError> refusal;     // 429 (or 503 from a shared gate that cannot decide)
   std::optional<telemetry::RefusalReason> reason;
-  Headers rateHeaders;  // the key's x-ratelimit-* fields, refusals included
+  // The key's x-ratelimit-* fields, refusals included: values, no heap (the
+  // answer's Headers takes them with appendTo()).
+  admission::RateLimitHeaders rateHeaders;
 };
 
 class KeyGate {
