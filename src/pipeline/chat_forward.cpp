@@ -88,11 +88,10 @@ class Forwarder {
     static constexpr std::string_view kOwn[] = {"x-forwarded-for", "x-request-id", "content-type",
                                                 "accept-encoding", "x-relay-hops", "traceparent",
                                                 "tracestate"};
-    const Headers passed = forwardableHeaders(req.exchange.head.headers, ForwardFor::kChat,
-                                              snap.config.forwardHeaders);
-    forwardHead_.reserve(320 + passed.size() * 48);
-    for (const HeaderField& f : passed) {
-      if (std::find(std::begin(kOwn), std::end(kOwn), f.name) == std::end(kOwn))
+    forwardHead_.reserve(384);
+    for (const HeaderField& f : req.exchange.head.headers) {
+      if (forwardable(f.name, ForwardFor::kChat, snap.config.forwardHeaders) &&
+          std::find(std::begin(kOwn), std::end(kOwn), f.name) == std::end(kOwn))
         appendField(forwardHead_, f.name, f.value);
     }
     appendField(forwardHead_, "x-forwarded-for",

@@ -111,13 +111,17 @@ static_assert(chatListedIsTheList());
 
 }  // namespace
 
+bool forwardable(std::string_view name, ForwardFor kind, const std::vector<std::string>& extra) {
+  const bool allowed = kind == ForwardFor::kChat ? chatListed(name) : anyListed(name, kMcpFields);
+  return allowed || (!extra.empty() && anyListed(name, extra));
+}
+
 Headers forwardableHeaders(const Headers& callerHeaders, ForwardFor kind,
                            const std::vector<std::string>& extra) {
   Headers out;
   out.reserve(8);
   for (const HeaderField& f : callerHeaders) {
-    bool allowed = kind == ForwardFor::kChat ? chatListed(f.name) : anyListed(f.name, kMcpFields);
-    if (allowed || (!extra.empty() && anyListed(f.name, extra))) out.add(f.name, f.value);
+    if (forwardable(f.name, kind, extra)) out.add(f.name, f.value);
   }
   return out;
 }

@@ -29,6 +29,9 @@ std::optional<ApiError> authenticate(const admission::KeyStore& keys, const Head
 enum class ForwardFor { kChat, kMcp };
 Headers forwardableHeaders(const Headers& callerHeaders, ForwardFor kind,
                            const std::vector<std::string>& extra);
+// Whether the caller's field `name` (lowercase) may reach an upstream: the
+// test forwardableHeaders() applies to each field.
+bool forwardable(std::string_view name, ForwardFor kind, const std::vector<std::string>& extra);
 
 // X-Forwarded-For as the gateway sends it: the peer's address, appended to
 // the caller's own X-Forwarded-For only when the peer is a trusted proxy
