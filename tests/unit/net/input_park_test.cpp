@@ -16,32 +16,30 @@ namespace {
 
 namespace asio = boost::asio;
 
-// Parks once and records what it was woken with.
-asio::awaitable<void> parkOnce(InputPark& park, std::optional<bool>& woken) {
-  woken = co_await park.park();
-}
+// One coroutine parked once; `woken` is what it was woken with.
+class ParkedOnce : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    asio::co_spawn(io, parkOnce(), asio::detached);
+    io.poll();
+    ASSERT_TRUE(park.parked());
+    ASSERT_FALSE(woken);
+  }
+  asio::awaitable<void> parkOnce() { woken = co_await park.park(); }
 
-TEST(InputPark, ResumeRunsTheParkedCoroutineAtOnceWithTheValue) {
   asio::io_context io;
-  InputPark park(io.get_executor());
+  InputPark park{io.get_executor()};
   std::optional<bool> woken;
-  asio::co_spawn(io, parkOnce(park, woken), asio::detached);
-  io.poll();
-  ASSERT_TRUE(park.parked());
-  EXPECT_FALSE(woken);
+};
+
+TEST_F(ParkedOnce, ResumeRunsTheParkedCoroutineAtOnceWithTheValue) {
   park.resume(false);  // on this stack: done when the call returns
   EXPECT_FALSE(park.parked());
   ASSERT_TRUE(woken);
   EXPECT_FALSE(*woken);
 }
 
-TEST(InputPark, ResumeLaterRunsItFromTheScheduler) {
-  asio::io_context io;
-  InputPark park(io.get_executor());
-  std::optional<bool> woken;
-  asio::co_spawn(io, parkOnce(park, woken), asio::detached);
-  io.poll();
-  ASSERT_TRUE(park.parked());
+TEST_F(ParkedOnce, ResumeLaterRunsItFromTheScheduler) {
   park.resumeLater(true);
   EXPECT_FALSE(park.parked());
   EXPECT_FALSE(woken);  // not yet: the caller's stack is left alone
