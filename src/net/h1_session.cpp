@@ -45,6 +45,7 @@
 
 #include "h1_request_parser.hpp"
 #include "input_park.hpp"
+#include "relay/net/edge_read.hpp"
 #include "relay/common/limits.hpp"
 #include "session_common.hpp"
 
@@ -594,21 +595,18 @@ class H1Session final : public ResponseSink,
     if (serveDone_) closeNow();
   }
 
-  // One read. On plaintext it waits for readiness first and then reads
-  // without blocking: a speculative read while a response is in progress
-  // would almost always be an EAGAIN, i.e. one wasted system call per request.
+  // One read. On plaintext an edge read (relay/net/edge_read.hpp):
+  // after a short read the next one waits for readiness without trying
+  // first, and it costs neither a re-arm of the descriptor nor an EAGAIN —
+  // one recv per arrival.
   Task<std::tuple<boost::system::error_code, std::size_t>> readSome() {
     if constexpr (std::is_same_v<Stream, tcp::socket>) {
       // Nothing buffered: the wait holds no read buffer (a connection whose
-      // response streams for minutes keeps a few hundred bytes, not 16 KiB).
+      // response streams for minutes keeps a few hundred bytes, not 16 KiB);
+      // the read prepares one when bytes are there.
       if (inbox_.size() == 0) inbox_.shrink_to_fit();
-      auto [wec] = co_await stream_.async_wait(tcp::socket::wait_read, kTuple);
-      if (wec) co_return std::tuple{wec, std::size_t{0}};
-      boost::system::error_code ec;
-      std::size_t n = stream_.read_some(inbox_.prepare(kReadChunk), ec);
-      if (ec == asio::error::would_block || ec == asio::error::try_again) ec = {};
-      if (!ec) inbox_.commit(n);
-      co_return std::tuple{ec, n};
+      auto read = co_await asyncEdgeRead(stream_, inbox_, kReadChunk, kTuple);
+      co_return read;
     } else {
       // Into a buffer of our own: while this read is pending, the parser may
       // consume inbox_, which would move the region a read into

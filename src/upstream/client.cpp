@@ -26,6 +26,7 @@
 
 #include "connection.hpp"
 #include "relay/common/limits.hpp"
+#include "relay/net/edge_read.hpp"
 #include "resolver.hpp"
 
 namespace relay::upstream {
@@ -368,11 +369,13 @@ class ResponseStreamImpl final : public ResponseStream {
         conn_->buffer.commit(n);
         if (n == 0) ec = rec;
       } else {
-        // Plain TCP: wait for bytes holding no buffer (an open stream between
-        // events costs its socket only), then take what is there.
-        auto [wec] = co_await conn_->plain->async_wait(tcp::socket::wait_read, kTuple);
-        ec = wec ? wec : receiveAvailable(out, got);
-        if (ec == asio::error::would_block) continue;
+        // Plain TCP: an edge read (relay/net/edge_read.hpp). While it waits
+        // it holds no buffer (an open stream between events costs its socket
+        // only); parseBuffered() above takes what it brought and gives the
+        // buffer back.
+        auto [rec, n] = co_await net::asyncEdgeRead(*conn_->plain, conn_->buffer,
+                                               Connection::kReadBytes, kTuple);
+        if (n == 0) ec = rec;
       }
       if (ec == asio::error::eof && conn_->buffer.size() == 0) {
         // A body that runs to the connection's close ends here; any other
@@ -403,8 +406,8 @@ class ResponseStreamImpl final : public ResponseStream {
   static constexpr std::size_t kMaxHeadBytes = 64 * 1024;
 
   // Reads one head. What the connection buffer holds is parsed first; then,
-  // on plain TCP, one recv after each readiness wait (Beast's composed read
-  // would complete through the scheduler once more after the wait), and on
+  // on plain TCP, one edge read into it (one recv per arrival; Beast's
+  // composed read would complete through the scheduler once more), and on
   // TLS one read through the stream (it may hold decrypted bytes the socket
   // no longer signals). Errors as Beast's read gives them: end_of_stream
   // when the upstream closed before a byte, partial_message within the head.
@@ -431,27 +434,17 @@ class ResponseStreamImpl final : public ResponseStream {
       std::size_t n = 0;
       boost::system::error_code rec;
       if (conn_->plain) {
-        auto [wec] = co_await conn_->plain->async_wait(tcp::socket::wait_read, kTuple);
-        if (wec) co_return wec;
-        const asio::mutable_buffer space = conn_->buffer.prepare(Connection::kReadBytes);
-        const ssize_t got =
-            ::recv(conn_->plain->native_handle(), space.data(), space.size(), MSG_DONTWAIT);
-        if (got > 0) {
-          n = static_cast<std::size_t>(got);
-        } else if (got == 0) {
-          rec = asio::error::eof;
-        } else if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
-          continue;
-        } else {
-          co_return boost::system::error_code(errno, boost::system::system_category());
-        }
+        auto [pec, pn] = co_await net::asyncEdgeRead(*conn_->plain, conn_->buffer,
+                                                Connection::kReadBytes, kTuple);
+        n = pn;
+        rec = pec;
       } else {
         auto [tec, tn] = co_await conn_->tls->async_read_some(
             conn_->buffer.prepare(Connection::kReadBytes), kTuple);
+        conn_->buffer.commit(tn);
         n = tn;
         rec = tec;
       }
-      conn_->buffer.commit(n);
       if (n > 0) continue;
       if (rec == asio::error::eof || rec == asio::ssl::error::stream_truncated) {
         if (!parser_->got_some()) co_return http::error::end_of_stream;
@@ -469,38 +462,14 @@ class ResponseStreamImpl final : public ResponseStream {
     parser_->body_limit(boost::none);  // SSE streams have no end we could cap
   }
 
-  // Plain TCP: takes what the socket holds without blocking, into the worker
-  // thread's read buffer, and parses it from there; only what a parse leaves
-  // over (a partial chunk) is kept in the connection's buffer.
-  boost::system::error_code receiveAvailable(std::string& out, std::size_t& got) {
-    thread_local std::array<char, Connection::kReadBytes> incoming;
-    const ssize_t n =
-        ::recv(conn_->plain->native_handle(), incoming.data(), incoming.size(), MSG_DONTWAIT);
-    if (n == 0) return asio::error::eof;
-    if (n < 0) {
-      if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
-        return asio::error::would_block;
-      return {errno, boost::system::system_category()};
-    }
-    asio::const_buffer in(incoming.data(), static_cast<std::size_t>(n));
-    if (conn_->buffer.size() == 0) {
-      boost::system::error_code ec;
-      in += parse(in, out, got, ec);
-      if (ec) return ec;
-    }
-    if (in.size() > 0)
-      conn_->buffer.commit(asio::buffer_copy(conn_->buffer.prepare(in.size()), in));
-    return {};
-  }
-
   // Parses the bytes in the connection's buffer into `out` (adding their
   // count to `got`) without waiting for more.
   boost::system::error_code parseBuffered(std::string& out, std::size_t& got) {
     if (conn_->buffer.size() == 0) return {};
     boost::system::error_code ec;
     conn_->buffer.consume(parse(conn_->buffer.data(), out, got, ec));
-    // On plain TCP an emptied buffer gives its memory back (the next read
-    // goes through the thread's buffer); TLS reads into it every time.
+    // On plain TCP an emptied buffer gives its memory back (the next edge
+    // read prepares it again when bytes arrive); TLS reads into it every time.
     if (conn_->buffer.size() == 0 && !conn_->tls) conn_->buffer.shrink_to_fit();
     return ec;
   }
