@@ -45,8 +45,8 @@
 
 #include "h1_request_parser.hpp"
 #include "input_park.hpp"
-#include "relay/net/edge_read.hpp"
 #include "relay/common/limits.hpp"
+#include "relay/net/edge_read.hpp"
 #include "session_common.hpp"
 
 namespace relay::net {

@@ -47,6 +47,7 @@
 
 #include "h2_stream.hpp"
 #include "relay/common/limits.hpp"
+#include "relay/net/edge_read.hpp"
 #include "session_common.hpp"
 
 namespace relay::net {
@@ -464,15 +465,36 @@ class H2Session final : public H2Connection,
       initial_.shrink_to_fit();
       if (!ok) co_return;
     }
-    std::vector<char> buf(kReadChunk);
-    while (!closed_) {
-      auto [ec, n] = co_await stream_.async_read_some(asio::buffer(buf), kTuple);
-      if (ec) break;
-      lastActivity_ = SteadyClock::now();
-      if (!feed(buf.data(), n)) co_return;
-      if (!nghttp2_session_want_read(session_) && !nghttp2_session_want_write(session_)) break;
+    if constexpr (std::is_same_v<Stream, tcp::socket>) {
+      // h2c: edge reads (relay/net/edge_read.hpp), one recv per arrival.
+      boost::beast::flat_buffer inbox;
+      while (!closed_) {
+        auto [ec, n] = co_await asyncEdgeRead(stream_, inbox, kReadChunk, kTuple);
+        if (ec) break;
+        const auto bytes = inbox.data();
+        const bool fed = consumeRead(static_cast<const char*>(bytes.data()), n);
+        inbox.consume(n);
+        if (!fed) co_return;
+        if (!wantsMore()) break;
+      }
+    } else {
+      std::vector<char> buf(kReadChunk);
+      while (!closed_) {
+        auto [ec, n] = co_await stream_.async_read_some(asio::buffer(buf), kTuple);
+        if (ec) break;
+        if (!consumeRead(buf.data(), n)) co_return;
+        if (!wantsMore()) break;
+      }
     }
     closeNow();
+  }
+
+  bool consumeRead(const char* data, std::size_t n) {
+    lastActivity_ = SteadyClock::now();
+    return feed(data, n);
+  }
+  bool wantsMore() const {
+    return nghttp2_session_want_read(session_) || nghttp2_session_want_write(session_);
   }
 
   // Hands bytes to nghttp2; on a connection error queues GOAWAY and lets the

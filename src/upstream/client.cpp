@@ -374,7 +374,7 @@ class ResponseStreamImpl final : public ResponseStream {
         // only); parseBuffered() above takes what it brought and gives the
         // buffer back.
         auto [rec, n] = co_await net::asyncEdgeRead(*conn_->plain, conn_->buffer,
-                                               Connection::kReadBytes, kTuple);
+                                                    Connection::kReadBytes, kTuple);
         if (n == 0) ec = rec;
       }
       if (ec == asio::error::eof && conn_->buffer.size() == 0) {
@@ -435,7 +435,7 @@ class ResponseStreamImpl final : public ResponseStream {
       boost::system::error_code rec;
       if (conn_->plain) {
         auto [pec, pn] = co_await net::asyncEdgeRead(*conn_->plain, conn_->buffer,
-                                                Connection::kReadBytes, kTuple);
+                                                     Connection::kReadBytes, kTuple);
         n = pn;
         rec = pec;
       } else {

@@ -37,6 +37,7 @@
 #include <boost/asio/detail/reactive_socket_recv_op.hpp>
 #include <boost/asio/detail/socket_ops.hpp>
 #include <boost/asio/error.hpp>
+#include <boost/asio/socket_base.hpp>  // before the detail header, which uses it
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/version.hpp>
 
@@ -68,7 +69,7 @@ class EdgeRead : public boost::asio::mutable_buffer {
 // (error_code, bytes). On EOF: error::eof and 0 bytes, as Asio's read.
 template <typename Socket, typename Token>
 auto asyncEdgeRead(Socket& socket, boost::beast::flat_buffer& target, std::size_t chunk,
-                       Token&& token) {
+                   Token&& token) {
   return socket.async_read_some(EdgeRead(target, chunk), std::forward<Token>(token));
 }
 
@@ -80,8 +81,7 @@ template <>
 class reactive_socket_recv_op_base<relay::net::EdgeRead> : public reactor_op {
  public:
   reactive_socket_recv_op_base(const boost::system::error_code& success_ec, socket_type socket,
-                               socket_ops::state_type state,
-                               const relay::net::EdgeRead& buffers,
+                               socket_ops::state_type state, const relay::net::EdgeRead& buffers,
                                socket_base::message_flags flags, func_type complete_func)
       : reactor_op(success_ec, &reactive_socket_recv_op_base::do_perform, complete_func),
         socket_(socket),
