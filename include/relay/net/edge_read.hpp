@@ -33,11 +33,14 @@
 #include <cstddef>
 #include <stdexcept>
 
-#include <boost/asio/buffer.hpp>
+// clang-format off
+// socket_base first: the detail header after it uses it without including it.
+#include <boost/asio/socket_base.hpp>
 #include <boost/asio/detail/reactive_socket_recv_op.hpp>
+// clang-format on
+#include <boost/asio/buffer.hpp>
 #include <boost/asio/detail/socket_ops.hpp>
 #include <boost/asio/error.hpp>
-#include <boost/asio/socket_base.hpp>  // before the detail header, which uses it
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/version.hpp>
 
