@@ -43,7 +43,8 @@ target_link_libraries(relay_asio INTERFACE Boost::headers)
 # freed blocks of a kind (first fit) and gets new ones from aligned_alloc.
 # A request has more frames of more sizes live than that, so about eight of
 # its frames came from aligned_alloc, which tcmalloc serves on a slow path
-# (~130 instructions against ~25 for operator new; bench/callgrind.sh).
+# (~130 instructions against ~25 for operator new; bench/callgrind.sh,
+# measured when the binaries linked tcmalloc).
 # Without std/boost aligned allocation Asio takes operator new, whose blocks
 # are aligned for any fundamental type (16 bytes here) — enough for every
 # frame and handler we have; none is over-aligned (UBSan's alignment check
@@ -62,17 +63,29 @@ if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
   target_compile_options(relay_asio INTERFACE -Wno-mismatched-new-delete)
 endif()
 
-# tcmalloc (Debian libgoogle-perftools-dev): a gateway allocates small objects
-# per request on every worker; tcmalloc's per-thread caches make that cheap.
+# The allocator. A gateway allocates small objects per request on every
+# worker, so it wants per-thread caches, and a sidecar wants a small resident
+# set. mimalloc (Debian libmimalloc-dev) gives both: on bench/callgrind.sh it
+# costs what tcmalloc costs per request (38.8k instructions against 38.8k;
+# glibc's malloc 46.3k, jemalloc 40.2k), and a 1-worker gateway starts at
+# 12.5 MiB against tcmalloc's 16.4 — gperftools 2.10 zeroes a 1 MiB page-map
+# root and a 2 MiB leaf at start-up (docs/benchmarks.md, "Allocator").
+#   RELAY_MALLOC=mimalloc (default) | tcmalloc | system
 # Never with sanitizers (RelaySanitizers.cmake): they intercept malloc themselves.
-option(RELAY_USE_TCMALLOC "Link the binaries with tcmalloc_minimal when it is installed" ON)
+set(RELAY_MALLOC "mimalloc" CACHE STRING "Allocator linked into the binaries: mimalloc, tcmalloc or system")
 add_library(relay_malloc INTERFACE)
-if(RELAY_USE_TCMALLOC AND RELAY_SANITIZE)
-  message(STATUS "kimi-relay: tcmalloc not linked in a sanitizer build")
-elseif(RELAY_USE_TCMALLOC)
-  find_library(TCMALLOC_MINIMAL NAMES tcmalloc_minimal libtcmalloc_minimal.so.4)
-  if(TCMALLOC_MINIMAL)
-    target_link_libraries(relay_malloc INTERFACE ${TCMALLOC_MINIMAL})
-    message(STATUS "kimi-relay: linking ${TCMALLOC_MINIMAL}")
-  endif()
+if(RELAY_SANITIZE AND NOT RELAY_MALLOC STREQUAL "system")
+  message(STATUS "kimi-relay: ${RELAY_MALLOC} not linked in a sanitizer build")
+elseif(RELAY_MALLOC STREQUAL "mimalloc")
+  find_library(RELAY_MIMALLOC NAMES mimalloc libmimalloc.so.2 REQUIRED)
+  target_link_libraries(relay_malloc INTERFACE ${RELAY_MIMALLOC})
+  target_compile_definitions(relay_malloc INTERFACE RELAY_MALLOC_MIMALLOC)
+  message(STATUS "kimi-relay: linking ${RELAY_MIMALLOC}")
+elseif(RELAY_MALLOC STREQUAL "tcmalloc")
+  find_library(RELAY_TCMALLOC NAMES tcmalloc_minimal libtcmalloc_minimal.so.4 REQUIRED)
+  target_link_libraries(relay_malloc INTERFACE ${RELAY_TCMALLOC})
+  target_compile_definitions(relay_malloc INTERFACE RELAY_MALLOC_TCMALLOC)
+  message(STATUS "kimi-relay: linking ${RELAY_TCMALLOC}")
+elseif(NOT RELAY_MALLOC STREQUAL "system")
+  message(FATAL_ERROR "RELAY_MALLOC must be mimalloc, tcmalloc or system, not '${RELAY_MALLOC}'")
 endif()

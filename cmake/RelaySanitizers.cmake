@@ -7,7 +7,7 @@
 #
 # Both optimise at -O1 with debug info and frame pointers, whatever the build
 # type says (these flags come after the build type's on the command line), so
-# a report's stack names every frame. tcmalloc is never linked with them: it
+# a report's stack names every frame. No other allocator is linked with them: it
 # replaces the allocator the sanitizers intercept.
 set(RELAY_SANITIZE "" CACHE STRING
     "-fsanitize= list for every target: address,undefined or thread (empty: none)")

@@ -12,7 +12,7 @@ build_pkgs=(
   build-essential cmake ninja-build ccache pkg-config git
   libboost1.81-dev libssl-dev libnghttp2-dev
   nlohmann-json3-dev libspdlog-dev libfmt-dev libyaml-cpp-dev prometheus-cpp-dev
-  libgtest-dev libgmock-dev libgoogle-perftools-dev
+  libgtest-dev libgmock-dev libmimalloc-dev
 )
 # python3-yaml: tests/deploy/k8s_manifests_test.py (the Kubernetes manifests).
 # chromium, chromium-driver: tests/e2e/console_browser.test.mjs drives the

@@ -43,9 +43,9 @@ case $sanitize in
     ;;
 esac
 
-# gcc, -O1 -g and frame pointers (cmake/RelaySanitizers.cmake), no tcmalloc, no
+# gcc, -O1 -g and frame pointers (cmake/RelaySanitizers.cmake), the system allocator, no
 # benchmarks. RelWithDebInfo keeps NDEBUG, as in the shipped build.
 BUILD_DIR=${SANITIZE_BUILD_DIR:-$default_dir} BUILD_TYPE=RelWithDebInfo \
-  scripts/build.sh -DRELAY_SANITIZE="$sanitize" -DRELAY_USE_TCMALLOC=OFF -DRELAY_BUILD_BENCH=OFF
+  scripts/build.sh -DRELAY_SANITIZE="$sanitize" -DRELAY_MALLOC=system -DRELAY_BUILD_BENCH=OFF
 cd "${SANITIZE_BUILD_DIR:-$default_dir}"
 exec ctest --output-on-failure --timeout 300 -j "${TEST_JOBS:-2}" "$@"

@@ -21,10 +21,14 @@
 #include "relay/pipeline/mcp.hpp"
 #include "relay/telemetry/access_log.hpp"
 
-// tcmalloc's C API, when the binary is linked with it (RELAY_USE_TCMALLOC);
-// null otherwise.
-extern "C" void MallocExtension_ReleaseFreeMemory() __attribute__((weak));
-extern "C" void MallocExtension_MarkThreadIdle() __attribute__((weak));
+// The allocator's own calls for handing memory back (RELAY_MALLOC in
+// cmake/RelayDependencies.cmake); none with the system allocator.
+#if defined(RELAY_MALLOC_MIMALLOC)
+#include <mimalloc.h>
+#elif defined(RELAY_MALLOC_TCMALLOC)
+extern "C" void MallocExtension_ReleaseFreeMemory();
+extern "C" void MallocExtension_MarkThreadIdle();
+#endif
 
 namespace relay::app {
 
@@ -159,20 +163,37 @@ void Gateway::listen() {
 
 namespace {
 
-// Every kReleaseEvery, on one worker's own thread: its allocator cache goes
-// back to the shared free lists (a thread cache can only be emptied by its
-// own thread; a few microseconds). Handing free pages to the system takes
-// the allocator's page-heap lock and madvises every free span: the flusher
-// thread does that, off the loops. Without tcmalloc, nothing to do.
+// Every kReleaseEvery, on each worker's own thread (an allocator's thread
+// cache or heap can only be emptied by its own thread):
+// - mimalloc: the worker's heap frees its empty pages and returns the memory
+//   it has been holding for reuse to the system (mi_collect(true); after a
+//   burst a few hundred microseconds of madvise, once; idle, nothing to do);
+// - tcmalloc: the thread cache goes back to the shared free lists, and the
+//   flusher thread hands free pages to the system (flusherLoop()).
 net::Task<void> markWorkerIdle() {
-  if (!MallocExtension_MarkThreadIdle) co_return;
+#if defined(RELAY_MALLOC_MIMALLOC) || defined(RELAY_MALLOC_TCMALLOC)
   asio::steady_timer timer(co_await asio::this_coro::executor);
   for (;;) {
     timer.expires_after(kReleaseEvery);
     auto [ec] = co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
     if (ec) co_return;
+#if defined(RELAY_MALLOC_MIMALLOC)
+    mi_collect(true);
+#else
     MallocExtension_MarkThreadIdle();
+#endif
   }
+#else
+  co_return;
+#endif
+}
+
+void releaseFreeMemory() {
+#if defined(RELAY_MALLOC_MIMALLOC)
+  mi_collect(true);
+#elif defined(RELAY_MALLOC_TCMALLOC)
+  MallocExtension_ReleaseFreeMemory();
+#endif
 }
 
 }  // namespace
@@ -517,10 +538,10 @@ void Gateway::flusherLoop() {
     lock.unlock();
     flushState();  // fsync may take milliseconds: never on an event loop
     sampleLiveStats();
-    // Memory freed after a burst goes back to the system (tcmalloc keeps it
-    // for reuse otherwise): RSS falls back toward idle within kReleaseEvery.
-    if (++rounds % (kReleaseEvery / kFlushInterval) == 0 && MallocExtension_ReleaseFreeMemory)
-      MallocExtension_ReleaseFreeMemory();
+    // Memory freed after a burst goes back to the system (the allocator
+    // keeps it for reuse otherwise): RSS falls back toward idle within
+    // kReleaseEvery. This thread's own heap too, with mimalloc.
+    if (++rounds % (kReleaseEvery / kFlushInterval) == 0) releaseFreeMemory();
     lock.lock();
   }
 }
