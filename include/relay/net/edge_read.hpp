@@ -1,4 +1,4 @@
-// A read on a plain TCP socket that takes a short read as "drained", as
+// A read on a plain TCP socket that knows when it has drained the socket, as
 // nginx does, and finds its buffer at the moment it reads.
 //
 // Why: Asio 1.81 registers a socket edge-triggered once, and then per read
@@ -8,11 +8,18 @@
 //   - reads speculatively (async_read_some): a recv that returns EAGAIN when
 //     the last read already took everything, then epoll_wait, then the recv —
 //     also three. Asio stops speculating only after a read of 0 bytes.
-// A read of fewer bytes than asked for has emptied the socket's receive queue
-// (the kernel copies until the queue is empty or the buffer full), and with
-// edge-triggered registration any byte that arrives later brings a new event.
-// So after a short read the next read need not try first: it waits in the
-// reactor's queue, and epoll_wait plus one recv is all a read costs.
+// When a read has left nothing behind, any byte that arrives later brings a
+// new edge-triggered event, so the next read need not try first: it waits in
+// the reactor's queue, and epoll_wait plus one recv is all a read costs.
+//
+// "Left nothing behind" is the kernel's answer, not a guess from a short
+// read: a recv that takes the last bytes together with the peer's FIN also
+// returns short, and no event follows it — the next read would wait forever
+// for an end it was never told about. With TCP_INQ set on the socket, every
+// recvmsg returns how many bytes are still queued, and 1 after a FIN
+// (tcp_inq_hint()); only 0 counts as drained. The option is set by the
+// socket's first edge read (one setsockopt per connection); until then, and
+// whenever bytes or an end are left, the next read tries at once, as Asio's.
 //
 // The buffer: a pending read holds none. The bytes go into a beast
 // flat_buffer that the read prepares and commits when the socket is
@@ -30,8 +37,14 @@
 // that runs the owner.
 #pragma once
 
+#include <cerrno>
 #include <cstddef>
+#include <cstring>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdexcept>
+#include <sys/socket.h>
+#include <sys/uio.h>
 
 // clang-format off
 // socket_base first: the detail header after it uses it without including it.
@@ -39,7 +52,6 @@
 #include <boost/asio/detail/reactive_socket_recv_op.hpp>
 // clang-format on
 #include <boost/asio/buffer.hpp>
-#include <boost/asio/detail/socket_ops.hpp>
 #include <boost/asio/error.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/version.hpp>
@@ -103,19 +115,50 @@ class reactive_socket_recv_op_base<relay::net::EdgeRead> : public reactor_op {
       o->bytes_transferred_ = 0;
       return done;
     }
-    const bool stream = (o->state_ & socket_ops::stream_oriented) != 0;
-    if (!socket_ops::non_blocking_recv1(o->socket_, space.data(), space.size(), o->flags_, stream,
-                                        o->ec_, o->bytes_transferred_)) {
-      // EAGAIN (a first read tried before any event): wait for the next
-      // edge, and not with a buffer the owner had let go.
+    alignas(::cmsghdr) char control[CMSG_SPACE(sizeof(int))];
+    ::iovec iov{space.data(), space.size()};
+    ::msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+    ssize_t n;
+    do {
+      n = ::recvmsg(o->socket_, &msg, o->flags_ | MSG_DONTWAIT);
+    } while (n < 0 && errno == EINTR);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      // A first read tried before any event: wait for the next edge, and
+      // not with a buffer the owner had let go.
       if (target.size() == 0) target.shrink_to_fit();
       return not_done;
     }
-    if (o->ec_) o->bytes_transferred_ = 0;  // EOF or an error: nothing arrived
+    o->bytes_transferred_ = 0;
+    if (n < 0) {
+      o->ec_ = boost::system::error_code(errno, boost::asio::error::get_system_category());
+      return done;
+    }
+    if (n == 0) {
+      o->ec_ = boost::asio::error::eof;
+      return done;  // a read after this one tries at once, and sees the end again
+    }
+    o->bytes_transferred_ = static_cast<std::size_t>(n);
     target.commit(o->bytes_transferred_);
-    // Short (or none, at EOF or an error): the receive queue is empty; the
-    // next read waits for readiness without trying first.
-    return o->bytes_transferred_ < space.size() ? done_and_exhausted : done;
+    int inq = -1;
+    for (::cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+      if (c->cmsg_level == SOL_TCP && c->cmsg_type == TCP_CM_INQ)
+        std::memcpy(&inq, CMSG_DATA(c), sizeof inq);
+    }
+    // Nothing left and no FIN taken: the next read waits for the next edge
+    // without trying first.
+    if (inq == 0) return done_and_exhausted;
+    // The socket's first read: ask for the count from now on (one setsockopt
+    // per connection). Until then, and with bytes or an end still to read,
+    // the next read tries at once, as Asio's own.
+    if (inq < 0) {
+      const int on = 1;
+      ::setsockopt(o->socket_, SOL_TCP, TCP_INQ, &on, sizeof on);
+    }
+    return done;
   }
 
  private:

@@ -1,12 +1,17 @@
 // The edge read on plain TCP (relay/net/edge_read.hpp): bytes land in the
-// owner's flat_buffer when they arrive, a short read makes the next read wait
-// for readiness without touching the socket, and nothing is lost to the
-// edge-triggered registration.
+// owner's flat_buffer when they arrive, a read that drained the socket makes
+// the next read wait for readiness without touching the socket, and nothing
+// is lost to the edge-triggered registration — an end that came with the
+// last bytes included.
 #include "relay/net/edge_read.hpp"
 
+#include <chrono>
 #include <cstddef>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <optional>
 #include <string>
+#include <sys/socket.h>
 #include <tuple>
 
 #include <boost/asio/as_tuple.hpp>
@@ -49,9 +54,12 @@ class EdgeReadTest : public ::testing::Test {
   // loopback: they are there by the time epoll_wait is asked).
   void finish() {
     io.restart();  // a context that ran out of work stays stopped until then
-    while (!done && io.run_one() > 0) {
+    // Bounded: a read that waits for an event that never comes fails the
+    // test instead of hanging it.
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (!done && std::chrono::steady_clock::now() < until && io.run_one_until(until) > 0) {
     }
-    ASSERT_TRUE(done);
+    ASSERT_TRUE(done) << "the read did not complete";
   }
 
   asio::io_context io{1};
@@ -81,20 +89,35 @@ TEST_F(EdgeReadTest, APendingReadHoldsNoBuffer) {
   EXPECT_EQ(text(inbox), "x");
 }
 
-TEST_F(EdgeReadTest, AfterAShortReadTheNextReadDoesNotTouchTheSocketWhenStarted) {
+TEST_F(EdgeReadTest, TheFirstReadAsksTheKernelForWhatIsLeft) {
+  int inq = -1;
+  socklen_t len = sizeof inq;
+  ASSERT_EQ(::getsockopt(reader.native_handle(), SOL_TCP, TCP_INQ, &inq, &len), 0);
+  EXPECT_EQ(inq, 0);
   send("first");
   start(64);
-  finish();  // 5 of 64: short, so the socket counts as drained
+  finish();
+  ASSERT_EQ(::getsockopt(reader.native_handle(), SOL_TCP, TCP_INQ, &inq, &len), 0);
+  EXPECT_EQ(inq, 1);
+}
+
+TEST_F(EdgeReadTest, AfterADrainingReadTheNextReadDoesNotTouchTheSocketWhenStarted) {
+  send("first");
+  start(64);
+  finish();  // the socket's first read turns the kernel's count on
+  send("second");
+  start(64);
+  finish();  // nothing left behind: drained
   inbox.consume(inbox.size());
 
-  send("second");  // bytes are waiting, but no event has been collected yet
+  send("third");  // bytes are waiting, but no event has been collected yet
   start(64);
   // Asio's own read would have tried the socket at once and completed with
   // the bytes already in the buffer; the edge read waits for the event.
   EXPECT_EQ(inbox.size(), 0u);
   finish();  // and the edge brings it: nothing is lost
   EXPECT_FALSE(std::get<0>(*done));
-  EXPECT_EQ(text(inbox), "second");
+  EXPECT_EQ(text(inbox), "third");
 }
 
 TEST_F(EdgeReadTest, AfterAFullReadTheNextReadTriesAtOnce) {
@@ -148,6 +171,33 @@ TEST_F(EdgeReadTest, EndOfStreamIsEofWithNothingCommitted) {
   EXPECT_EQ(std::get<0>(*done), asio::error::eof);
   EXPECT_EQ(std::get<1>(*done), 0u);
   EXPECT_EQ(text(inbox), "last");
+}
+
+TEST_F(EdgeReadTest, AnEndThatCameWithTheLastBytesIsReadNext) {
+  start(64);  // waiting before anything arrives
+  io.restart();
+  io.poll();
+  ASSERT_FALSE(done);
+  // The bytes and the FIN arrive together: one event, and the recv that
+  // takes the bytes also takes the FIN, so no event will ever follow. The
+  // read must not count the socket as drained, or the next one waits forever.
+  send("last");
+  peer.shutdown(tcp::socket::shutdown_send);
+  finish();
+  EXPECT_EQ(text(inbox), "last");
+  start(64);
+  finish();
+  EXPECT_EQ(std::get<0>(*done), asio::error::eof);
+}
+
+TEST_F(EdgeReadTest, BytesLeftBehindByAFullReadAreReadNext) {
+  send(std::string(100, 'x'));
+  start(64);
+  finish();
+  EXPECT_EQ(std::get<1>(*done), 64u);
+  start(64);
+  finish();
+  EXPECT_EQ(std::get<1>(*done), 36u);
 }
 
 TEST_F(EdgeReadTest, ClosingCancelsAPendingReadWithNothingCommitted) {
