@@ -595,10 +595,10 @@ class H1Session final : public ResponseSink,
     if (serveDone_) closeNow();
   }
 
-  // One read. On plaintext an edge read (relay/net/edge_read.hpp):
-  // after a short read the next one waits for readiness without trying
-  // first, and it costs neither a re-arm of the descriptor nor an EAGAIN —
-  // one recv per arrival.
+  // One read. On plaintext an edge read (relay/net/edge_read.hpp): after a
+  // read that drained the socket the next one waits for readiness without
+  // trying first, and it costs neither a re-arm of the descriptor nor an
+  // EAGAIN — one recv per arrival.
   Task<std::tuple<boost::system::error_code, std::size_t>> readSome() {
     if constexpr (std::is_same_v<Stream, tcp::socket>) {
       // Nothing buffered: the wait holds no read buffer (a connection whose

@@ -20,13 +20,17 @@
 // (tcp_inq_hint()); only 0 counts as drained. The option is set by the
 // socket's first edge read (one setsockopt per connection); until then, and
 // whenever bytes or an end are left, the next read tries at once, as Asio's.
+// (A kernel without TCP_INQ, before Linux 4.18, refuses the option at every
+// read: each costs one call more and none counts as drained — Asio's own
+// behaviour, plus a setsockopt.)
 //
 // The buffer: a pending read holds none. The bytes go into a beast
 // flat_buffer that the read prepares and commits when the socket is
-// readable, in one step. While the read is pending the owner may consume
-// from that buffer (the HTTP/1.1 reader runs beside the parse); nothing
-// else writes to it. An idle connection waiting for its next byte keeps no
-// read buffer.
+// readable, in one step (a read tried at once that finds nothing gives back
+// the room it made). While the read is pending the owner may consume from
+// that buffer (the HTTP/1.1 reader runs beside the parse); nothing else
+// writes to it. An owner that releases its emptied buffer (the HTTP/1.1
+// session, the upstream client) keeps no read buffer while it waits.
 //
 // How: the read is an ordinary async_read_some whose buffer sequence has its
 // own type, EdgeRead, and Asio's receive operation for that type does
@@ -42,9 +46,11 @@
 #include <cstring>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <new>
 #include <stdexcept>
 #include <sys/socket.h>
 #include <sys/uio.h>
+#include <type_traits>
 
 // clang-format off
 // socket_base first: the detail header after it uses it without including it.
@@ -53,6 +59,7 @@
 // clang-format on
 #include <boost/asio/buffer.hpp>
 #include <boost/asio/error.hpp>
+#include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/version.hpp>
 
@@ -66,7 +73,7 @@
 
 namespace relay::net {
 
-// The buffer sequence of a draining read: one buffer of up to `chunk` bytes,
+// The buffer sequence of an edge read: one buffer of up to `chunk` bytes,
 // prepared in `target` when the socket is readable and committed with what
 // arrived. Holds no memory itself.
 class EdgeRead : public boost::asio::mutable_buffer {
@@ -82,9 +89,13 @@ class EdgeRead : public boost::asio::mutable_buffer {
 
 // How many bytes reach `target` from `socket` in one read; completes with
 // (error_code, bytes). On EOF: error::eof and 0 bytes, as Asio's read.
+// Plain TCP sockets only: EdgeRead's data pointer is null, and only the
+// receive operation below knows to ask `target` instead.
 template <typename Socket, typename Token>
 auto asyncEdgeRead(Socket& socket, boost::beast::flat_buffer& target, std::size_t chunk,
                    Token&& token) {
+  static_assert(std::is_same_v<typename Socket::protocol_type, boost::asio::ip::tcp>,
+                "an edge read is for a plain TCP socket");
   return socket.async_read_some(EdgeRead(target, chunk), std::forward<Token>(token));
 }
 
@@ -96,22 +107,27 @@ template <>
 class reactive_socket_recv_op_base<relay::net::EdgeRead> : public reactor_op {
  public:
   reactive_socket_recv_op_base(const boost::system::error_code& success_ec, socket_type socket,
-                               socket_ops::state_type state, const relay::net::EdgeRead& buffers,
+                               socket_ops::state_type /*state: always a stream socket*/,
+                               const relay::net::EdgeRead& buffers,
                                socket_base::message_flags flags, func_type complete_func)
       : reactor_op(success_ec, &reactive_socket_recv_op_base::do_perform, complete_func),
         socket_(socket),
-        state_(state),
         buffers_(buffers),
         flags_(flags) {}
 
   static status do_perform(reactor_op* base) {
     auto* o = static_cast<reactive_socket_recv_op_base*>(base);
     boost::beast::flat_buffer& target = o->buffers_.target();
+    const std::size_t heldBefore = target.capacity();
     boost::asio::mutable_buffer space;
     try {
       space = target.prepare(o->buffers_.size());
-    } catch (const std::length_error&) {
+    } catch (const std::length_error&) {  // past the buffer's max_size
       o->ec_ = boost::asio::error::no_buffer_space;
+      o->bytes_transferred_ = 0;
+      return done;
+    } catch (const std::bad_alloc&) {  // never out of the reactor
+      o->ec_ = boost::asio::error::no_memory;
       o->bytes_transferred_ = 0;
       return done;
     }
@@ -127,9 +143,9 @@ class reactive_socket_recv_op_base<relay::net::EdgeRead> : public reactor_op {
       n = ::recvmsg(o->socket_, &msg, o->flags_ | MSG_DONTWAIT);
     } while (n < 0 && errno == EINTR);
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      // A first read tried before any event: wait for the next edge, and
-      // not with a buffer the owner had let go.
-      if (target.size() == 0) target.shrink_to_fit();
+      // A read tried before any event: wait for the next edge, and not with
+      // room grown for it — the owner's bytes only, as before the read.
+      if (target.capacity() > heldBefore) target.shrink_to_fit();
       return not_done;
     }
     o->bytes_transferred_ = 0;
@@ -163,7 +179,6 @@ class reactive_socket_recv_op_base<relay::net::EdgeRead> : public reactor_op {
 
  private:
   socket_type socket_;
-  socket_ops::state_type state_;
   relay::net::EdgeRead buffers_;
   socket_base::message_flags flags_;
 };
