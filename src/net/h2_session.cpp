@@ -465,36 +465,26 @@ class H2Session final : public H2Connection,
       initial_.shrink_to_fit();
       if (!ok) co_return;
     }
-    if constexpr (std::is_same_v<Stream, tcp::socket>) {
-      // h2c: edge reads (relay/net/edge_read.hpp), one recv per arrival.
-      boost::beast::flat_buffer inbox;
-      while (!closed_) {
-        auto [ec, n] = co_await asyncEdgeRead(stream_, inbox, kReadChunk, kTuple);
-        if (ec) break;
-        const auto bytes = inbox.data();
-        const bool fed = consumeRead(static_cast<const char*>(bytes.data()), n);
-        inbox.consume(n);
-        if (!fed) co_return;
-        if (!wantsMore()) break;
+    // h2c: edge reads (relay/net/edge_read.hpp), one recv per arrival; TLS:
+    // reads through the stream into the same buffer.
+    boost::beast::flat_buffer inbox;
+    while (!closed_) {
+      std::tuple<boost::system::error_code, std::size_t> read;
+      if constexpr (std::is_same_v<Stream, tcp::socket>) {
+        read = co_await asyncEdgeRead(stream_, inbox, kReadChunk, kTuple);
+      } else {
+        read = co_await stream_.async_read_some(inbox.prepare(kReadChunk), kTuple);
+        inbox.commit(std::get<1>(read));
       }
-    } else {
-      std::vector<char> buf(kReadChunk);
-      while (!closed_) {
-        auto [ec, n] = co_await stream_.async_read_some(asio::buffer(buf), kTuple);
-        if (ec) break;
-        if (!consumeRead(buf.data(), n)) co_return;
-        if (!wantsMore()) break;
-      }
+      const auto [ec, n] = read;
+      if (ec) break;
+      lastActivity_ = SteadyClock::now();
+      const bool fed = feed(static_cast<const char*>(inbox.data().data()), n);
+      inbox.consume(n);
+      if (!fed) co_return;
+      if (!nghttp2_session_want_read(session_) && !nghttp2_session_want_write(session_)) break;
     }
     closeNow();
-  }
-
-  bool consumeRead(const char* data, std::size_t n) {
-    lastActivity_ = SteadyClock::now();
-    return feed(data, n);
-  }
-  bool wantsMore() const {
-    return nghttp2_session_want_read(session_) || nghttp2_session_want_write(session_);
   }
 
   // Hands bytes to nghttp2; on a connection error queues GOAWAY and lets the
