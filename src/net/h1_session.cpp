@@ -42,6 +42,7 @@
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/buffers_suffix.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/http/error.hpp>
 
 #include "h1_request_parser.hpp"
 #include "input_park.hpp"
@@ -200,7 +201,7 @@ class H1Session final : public ResponseSink,
   Task<BodyResult> readAll(std::string& out) override {
     if (!parser_ || bodyRead_) co_return BodyResult{BodyStatus::kGone, {}};
     bodyRead_ = true;
-    if (!parser_->is_done() && expectsContinue_ && inbox_.size() == 0) {
+    if (!parser_->done() && expectsContinue_ && inbox_.size() == 0) {
       static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
       std::array<asio::const_buffer, 1> bufs{asio::buffer(kContinue.data(), kContinue.size())};
       if (!co_await writeAll(bufs)) co_return BodyResult{BodyStatus::kGone, {}};
@@ -247,9 +248,9 @@ class H1Session final : public ResponseSink,
   // Feeds what the inbox holds to the body parser: the result once the body
   // is complete or wrong, nullopt while more must arrive.
   std::optional<BodyResult> parseBufferedBody() {
-    while (!parser_->is_done() && inbox_.size() > 0) {
+    while (!parser_->done() && inbox_.size() > 0) {
       boost::system::error_code ec;
-      const std::size_t used = parser_->put(inbox_.data(), ec);
+      const std::size_t used = parser_->put(bufferView(inbox_), ec);
       inbox_.consume(used);
       wakeReader();
       if (ec == http::error::body_limit) return bodyTooLarge();
@@ -259,7 +260,7 @@ class H1Session final : public ResponseSink,
       }
       if (ec || used == 0) break;
     }
-    if (parser_->is_done()) return BodyResult{};
+    if (parser_->done()) return BodyResult{};
     return std::nullopt;
   }
 
@@ -299,31 +300,23 @@ class H1Session final : public ResponseSink,
   // header_timeout_ms.
   Task<HeadOutcome> readHead(bool first) {
     parser_.emplace();
-    parser_->header_limit(config_->maxHeaderBytes);
-    parser_->body_limit(config_->maxRequestBytes);
+    parser_->headerLimit(config_->maxHeaderBytes);
+    parser_->bodyLimit(config_->maxRequestBytes);
     parser_->eager(false);
     std::optional<SteadyClock::time_point> headStart;
     if (inbox_.size() > 0) headStart = first ? acceptedAt_ : SteadyClock::now();
-    // The cap is on the whole head, however it arrives. Beast checks
-    // header_limit against the bytes of one put() only, and the start line
-    // and the fields each on their own (a head in one put could be the limit
-    // plus its start line): each put is offered no more than what is left of
-    // the cap, and a head that has not ended within it is over the limit.
-    std::size_t headBytes = 0;
+    // The cap is on the whole head, however it arrives: the parser takes
+    // nothing of a head until it has ended (the inbox can hold a whole head:
+    // readAhead_ is above the cap), and a head that has not ended within
+    // max_header_bytes is header_limit.
     for (;;) {
       if (inbox_.size() > 0) {
         if (!headStart) headStart = SteadyClock::now();
-        const std::size_t room = config_->maxHeaderBytes - headBytes;
-        const std::size_t offered = std::min(inbox_.size(), room);
-        parser_->header_limit(static_cast<std::uint32_t>(room));
         boost::system::error_code ec;
-        std::size_t used = parser_->put(asio::buffer(inbox_.data().data(), offered), ec);
+        const std::size_t used = parser_->put(bufferView(inbox_), ec);
         inbox_.consume(used);
-        if (!parser_->is_header_done()) headBytes += used;
-        if (ec == http::error::need_more && offered == room && !parser_->is_header_done())
-          ec = http::error::header_limit;
         wakeReader();
-        if (parser_->is_header_done() && (!ec || ec == http::error::need_more)) {
+        if (parser_->headerDone() && !ec) {
           co_return co_await checkHead() ? HeadOutcome::kReady : HeadOutcome::kRefused;
         }
         if (ec && ec != http::error::need_more) {
@@ -387,7 +380,7 @@ class H1Session final : public ResponseSink,
     finished_ = false;
     isHead_ = false;
     std::string_view given;
-    if (parser_ && parser_->is_header_done()) given = parser_->headers.get("x-request-id");
+    if (parser_ && parser_->headerDone()) given = parser_->headers.get("x-request-id");
     ResponseHead head = sessionErrorHead(status, given);
     std::string body = sessionErrorBody(message, code);
     co_await respond(std::move(head), std::move(body));
@@ -397,11 +390,11 @@ class H1Session final : public ResponseSink,
     headDoneAt_ = SteadyClock::now();
     Exchange ex;
     buildHead(ex.head);
-    keepAlive_ = parser_->keep_alive() && !draining_;
+    keepAlive_ = parser_->keepAlive() && !draining_;
     isHead_ = parser_->isHead;
     expectsContinue_ = equalsIgnoreCase(parser_->expect, "100-continue");
     bodyRead_ = false;
-    bodyComplete_ = parser_->is_done();  // no body at all
+    bodyComplete_ = parser_->done();  // no body at all
     ex.bodySource = bodyComplete_ ? nullptr : this;
     ex.response = this;
     started_ = finished_ = chunked_ = false;

@@ -19,7 +19,6 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/buffers_suffix.hpp>
-#include <boost/beast/http/basic_parser.hpp>
 #include <boost/beast/http/error.hpp>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
@@ -27,6 +26,7 @@
 #include "connection.hpp"
 #include "relay/common/limits.hpp"
 #include "relay/net/edge_read.hpp"
+#include "relay/net/http1_parser.hpp"
 #include "resolver.hpp"
 
 namespace relay::upstream {
@@ -203,53 +203,28 @@ struct ClientPool::Impl {
 
 namespace {
 
-// The upstream response parser: the status and each field go straight into
-// the exchange's Headers, and body bytes straight into the string the
-// caller reads into (no copy of the head in Beast's own fields, no body
-// buffer of the parser's).
-class UpstreamParser final : public http::basic_parser<false> {
+// The upstream response parser: each field goes straight into the
+// exchange's Headers, and body bytes straight into the string the caller
+// reads into (no copy of the head, no body buffer of the parser's).
+class UpstreamParser final : public net::http1::Parser {
  public:
-  explicit UpstreamParser(Headers& headers) : headers_(headers) {}
-  int status() const { return status_; }
-  // Where body bytes go during the next put()/put_eof().
+  explicit UpstreamParser(Headers& headers) : Parser(/*request=*/false), headers_(headers) {}
+  // Where body bytes go during the next put()/putEof().
   void bodyTo(std::string* sink) { sink_ = sink; }
 
  private:
-  void on_request_impl(http::verb, beast::string_view, beast::string_view, int,
-                       boost::system::error_code&) override {}
-  void on_response_impl(int code, beast::string_view, int, boost::system::error_code&) override {
-    status_ = code;
+  void onStartLine(std::string_view, std::string_view, int) override {}
+  // Head fields only: a chunked body's trailer fields never reach here, so a
+  // Retry-After or X-Should-Retry there cannot steer a retry.
+  void onField(net::http1::FieldName, std::string_view name, std::string_view value) override {
+    headers_.add(name, value);
   }
-  void on_field_impl(http::field, beast::string_view name, beast::string_view value,
-                     boost::system::error_code&) override {
-    // A chunked body's trailer fields are not the response's head: a
-    // Retry-After or X-Should-Retry there must not steer a retry.
-    if (is_header_done()) return;
-    headers_.add(std::string_view(name.data(), name.size()),
-                 std::string_view(value.data(), value.size()));
-  }
-  void on_header_impl(boost::system::error_code&) override {}
-  void on_body_init_impl(const boost::optional<std::uint64_t>&,
-                         boost::system::error_code&) override {}
-  std::size_t on_body_impl(beast::string_view body, boost::system::error_code&) override {
-    return take(body);
-  }
-  void on_chunk_header_impl(std::uint64_t, beast::string_view,
-                            boost::system::error_code&) override {}
-  std::size_t on_chunk_body_impl(std::uint64_t, beast::string_view body,
-                                 boost::system::error_code&) override {
-    return take(body);
-  }
-  void on_finish_impl(boost::system::error_code&) override {}
-
-  std::size_t take(beast::string_view body) {
-    if (sink_) sink_->append(body.data(), body.size());
-    return body.size();
+  void onBody(std::string_view body) override {
+    if (sink_) sink_->append(body);
   }
 
   Headers& headers_;
   std::string* sink_ = nullptr;
-  int status_ = 0;
 };
 
 class ResponseStreamImpl final : public ResponseStream {
@@ -345,7 +320,7 @@ class ResponseStreamImpl final : public ResponseStream {
         fail(FailureKind::kReset, ec.message(), ec);
         co_return false;
       }
-      if (parser_->is_done()) {
+      if (parser_->done()) {
         finishBody();  // the body's end came with these bytes (or before)
         co_return got > 0;
       }
@@ -381,7 +356,7 @@ class ResponseStreamImpl final : public ResponseStream {
         // A body that runs to the connection's close ends here; any other
         // is cut short.
         boost::system::error_code eofEc;
-        parser_->put_eof(eofEc);
+        parser_->putEof(eofEc);
         if (eofEc) {
           fail(FailureKind::kReset, eofEc.message(), eofEc);
           co_return false;
@@ -406,30 +381,21 @@ class ResponseStreamImpl final : public ResponseStream {
   static constexpr std::size_t kMaxHeadBytes = 64 * 1024;
 
   // Reads one head. What the connection buffer holds is parsed first; then,
-  // on plain TCP, one edge read into it (one recv per arrival; Beast's
-  // composed read would complete through the scheduler once more), and on
-  // TLS one read through the stream (it may hold decrypted bytes the socket
-  // no longer signals). Errors as Beast's read gives them: end_of_stream
-  // when the upstream closed before a byte, partial_message within the head.
+  // on plain TCP, one edge read into it (one recv per arrival), and on TLS
+  // one read through the stream (it may hold decrypted bytes the socket no
+  // longer signals). Errors as Beast's read gave them: end_of_stream when the
+  // upstream closed before a byte, partial_message within the head.
   //
-  // The bound is on the whole head, however it arrives: each put() is given
-  // no more than what is left of kMaxHeadBytes (Beast's own header_limit
-  // counts the start line and the fields separately), so a head that has not
-  // ended within that many bytes is header_limit, one byte over or a megabyte.
+  // The bound is on the whole head, however it arrives: the parser takes
+  // nothing of a head until it has ended, and a head that has not ended
+  // within kMaxHeadBytes is header_limit, one byte over or a megabyte.
   Task<boost::system::error_code> readHead() {
-    std::size_t headBytes = 0;
     for (;;) {
       if (conn_->buffer.size() > 0) {
-        const std::size_t room = kMaxHeadBytes - headBytes;
-        const std::size_t offered = std::min(conn_->buffer.size(), room);
         boost::system::error_code ec;
-        const std::size_t used =
-            parser_->put(asio::buffer(conn_->buffer.data().data(), offered), ec);
+        const std::size_t used = parser_->put(net::bufferView(conn_->buffer), ec);
         conn_->buffer.consume(used);
-        headBytes += used;
         if (ec != http::error::need_more) co_return ec;  // the head, or what is wrong with it
-        if (offered == room) co_return http::error::header_limit;
-        if (used > 0 && conn_->buffer.size() > 0) continue;
       }
       std::size_t n = 0;
       boost::system::error_code rec;
@@ -447,9 +413,9 @@ class ResponseStreamImpl final : public ResponseStream {
       }
       if (n > 0) continue;
       if (rec == asio::error::eof || rec == asio::ssl::error::stream_truncated) {
-        if (!parser_->got_some()) co_return http::error::end_of_stream;
+        if (!parser_->gotSome()) co_return http::error::end_of_stream;
         boost::system::error_code ec;
-        parser_->put_eof(ec);
+        parser_->putEof(ec);
         co_return ec ? ec : http::error::partial_message;
       }
       if (rec) co_return rec;
@@ -458,8 +424,8 @@ class ResponseStreamImpl final : public ResponseStream {
 
   void newParser() {
     parser_.emplace(headers_);
-    parser_->header_limit(kMaxHeadBytes);
-    parser_->body_limit(boost::none);  // SSE streams have no end we could cap
+    parser_->headerLimit(kMaxHeadBytes);
+    parser_->bodyLimit(std::nullopt);  // SSE streams have no end we could cap
   }
 
   // Parses the bytes in the connection's buffer into `out` (adding their
@@ -467,7 +433,7 @@ class ResponseStreamImpl final : public ResponseStream {
   boost::system::error_code parseBuffered(std::string& out, std::size_t& got) {
     if (conn_->buffer.size() == 0) return {};
     boost::system::error_code ec;
-    conn_->buffer.consume(parse(conn_->buffer.data(), out, got, ec));
+    conn_->buffer.consume(parse(net::bufferView(conn_->buffer), out, got, ec));
     // On plain TCP an emptied buffer gives its memory back (the next edge
     // read prepares it again when bytes arrive); TLS reads into it every time.
     if (conn_->buffer.size() == 0 && !conn_->tls) conn_->buffer.shrink_to_fit();
@@ -476,15 +442,15 @@ class ResponseStreamImpl final : public ResponseStream {
 
   // Body bytes of `in` into `out` (the parser appends them as it goes).
   // Returns the bytes of `in` used.
-  std::size_t parse(asio::const_buffer in, std::string& out, std::size_t& got,
+  std::size_t parse(std::string_view in, std::string& out, std::size_t& got,
                     boost::system::error_code& error) {
     const std::size_t before = out.size();
     parser_->bodyTo(&out);
     std::size_t usedTotal = 0;
-    while (!parser_->is_done() && in.size() > 0) {
+    while (!parser_->done() && in.size() > 0) {
       boost::system::error_code ec;
       const std::size_t used = parser_->put(in, ec);
-      in += used;
+      in.remove_prefix(used);
       usedTotal += used;
       if (ec == http::error::need_more) break;
       if (ec) {
@@ -499,7 +465,7 @@ class ResponseStreamImpl final : public ResponseStream {
   }
 
   Task<bool> readAll(std::string& out, std::uint64_t limit) override {
-    if (auto len = parser_->content_length()) {
+    if (auto len = parser_->contentLength()) {
       if (*len > limit) co_return tooLarge(limit);
       out.reserve(out.size() + *len);
     }
@@ -537,7 +503,7 @@ class ResponseStreamImpl final : public ResponseStream {
     watchdog_.disarm();
     // Bytes past the response's end mean the upstream broke its own framing:
     // such a connection must never carry another request's answer.
-    if (parser_->keep_alive() && conn_ && conn_->buffer.size() == 0 &&
+    if (parser_->keepAlive() && conn_ && conn_->buffer.size() == 0 &&
         (!conn_->tls || SSL_pending(conn_->tls->native_handle()) == 0))
       pool_->giveBack(std::move(conn_));
   }

@@ -48,6 +48,7 @@
 #include <netinet/tcp.h>
 #include <new>
 #include <stdexcept>
+#include <string_view>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <type_traits>
@@ -97,6 +98,12 @@ auto asyncEdgeRead(Socket& socket, boost::beast::flat_buffer& target, std::size_
   static_assert(std::is_same_v<typename Socket::protocol_type, boost::asio::ip::tcp>,
                 "an edge read is for a plain TCP socket");
   return socket.async_read_some(EdgeRead(target, chunk), std::forward<Token>(token));
+}
+
+// The bytes `buffer` holds, as text (for the parsers that read them in place).
+inline std::string_view bufferView(const boost::beast::flat_buffer& buffer) {
+  const auto bytes = buffer.data();
+  return {static_cast<const char*>(bytes.data()), bytes.size()};
 }
 
 }  // namespace relay::net
