@@ -48,6 +48,9 @@ inline bool isWs(char c) {
   return c == ' ' || c == '\t';
 }
 
+// How much of an unfinished request head is checked for a method.
+constexpr std::size_t kMethodPeek = 32;
+
 // The first byte at or after `p` that cannot be in a field value (a control
 // byte other than HTAB, or DEL), looking no further than `end`; `end` if
 // none. Eight bytes at a time: a value is mostly plain text, and the byte
@@ -169,6 +172,7 @@ bool validChunkExtensions(const char* p, const char* end) {
         if (p == end) return false;
         if (*p == '"') break;
         if (*p == '\\' && ++p == end) return false;
+        if (!is(*p, kValue)) return false;  // no control bytes, quoted or not
       }
       ++p;
     } else if (!token()) {
@@ -213,7 +217,7 @@ FieldName classifyField(std::string_view n) {
 }
 
 bool Parser::keepAlive() const {
-  if (state_ == State::kToEof) return false;  // only the close ends this body
+  if (flags_ & kToEnd) return false;  // only the close ends this body
   if (version_ >= 11) return (flags_ & kClose) == 0;
   return (flags_ & kKeepAlive) != 0;
 }
@@ -243,12 +247,16 @@ std::size_t Parser::putHead(const char* p, std::size_t n, error_code& ec) {
   }
   gotSome_ = true;
   const std::size_t window = std::min(n, headerLimit_);
+  bytesSearched_ += window - std::min(window, scanned_);
   const char* end = findBlankLine(p, window, scanned_);
   if (end == nullptr) {
     if (request_) {
       // Bytes of another protocol need not wait for the limit or a timeout.
+      // Only the first kMethodPeek bytes are looked at, so a head that
+      // trickles in a byte at a time costs no more per byte however long it
+      // grows (the search above resumes where it left off).
       const char* q = p;
-      const char* last = p + window;
+      const char* last = p + std::min(window, kMethodPeek);
       while (q < last && is(*q, kToken))
         ++q;
       if (q < last && (*q != ' ' || q == p)) {
@@ -413,17 +421,21 @@ error_code Parser::framingField(FieldName kind, std::string_view value) {
     case FieldName::kTransferEncoding: {
       if (flags_ & (kChunked | kContentLength)) return Err::bad_transfer_encoding;
       flags_ |= kTransferEncoding;
-      // Chunked only when it is the last coding and named once.
+      // Chunked only when it is the last coding and named once, in a list of
+      // codings that are all tokens (Beast stopped reading a list at a byte
+      // that is not, and could take "chunked, <bytes>" as chunked).
       int chunkedAt = -1;
       int last = -1;
       int i = 0;
-      eachElement(value, [&](std::string_view coding) {
+      const bool valid = eachElement(value, [&](std::string_view coding) {
         if (coding.empty()) return true;
+        if (!allToken(coding)) return false;
         if (coding.size() == 7 && tokenEquals(coding, "chunked") && chunkedAt < 0) chunkedAt = i;
         last = i++;
         return true;
       });
-      if (chunkedAt >= 0 && chunkedAt == last) flags_ |= kChunked;
+      if (!valid) flags_ |= kBadCodings;  // and no later field makes it chunked
+      if (!(flags_ & kBadCodings) && chunkedAt >= 0 && chunkedAt == last) flags_ |= kChunked;
       return {};
     }
     default:
@@ -438,12 +450,14 @@ error_code Parser::finishHead() {
     state_ = State::kChunkSize;
   } else if (!request_ && (flags_ & kTransferEncoding)) {
     state_ = State::kToEof;  // a coding other than chunked last: RFC 9112 §6.3 (4)
+    flags_ |= kToEnd;
   } else if (flags_ & kContentLength) {
     if (bodyLimit_ && contentLength_ > *bodyLimit_) return Err::body_limit;
     remaining_ = contentLength_;
     state_ = contentLength_ > 0 ? State::kLength : State::kComplete;
   } else {
     state_ = request_ ? State::kComplete : State::kToEof;
+    if (!request_) flags_ |= kToEnd;
   }
   onHeaderDone();
   return {};
@@ -583,6 +597,7 @@ bool Parser::putTrailer(const char*& p, const char* end, error_code& ec) {
     return true;
   }
   const std::size_t window = std::min(avail, headerLimit_);
+  bytesSearched_ += window - std::min(window, scanned_);
   const char* blank = findBlankLine(p, window, scanned_);
   if (blank == nullptr) {
     if (avail >= headerLimit_) {

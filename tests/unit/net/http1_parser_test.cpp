@@ -79,6 +79,10 @@ error_code parseRequest(std::string_view wire, Recorder& r) {
   return r.feed(wire, wire.size());
 }
 
+std::string chunkedRequest(std::string chunks) {
+  return "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n" + chunks;
+}
+
 TEST(Http1Parser, RequestHeadAndBodyInOnePiece) {
   Recorder r(true);
   const std::string wire =
@@ -183,6 +187,42 @@ TEST(Http1Parser, BytesOfAnotherProtocolAreRefusedBeforeAHeadCouldEnd) {
   EXPECT_EQ(ec, Err::need_more) << "a method still arriving is not refused";
 }
 
+// A head that arrives a byte at a time is searched once, not once per byte
+// (that would be quadratic: a peer sending a 64 KiB head byte by byte would
+// make us look at 2 G bytes). And the early method check looks at a few
+// bytes only.
+TEST(Http1Parser, AHeadThatTricklesInIsNotRescannedFromItsStart) {
+  const std::size_t limit = 64 * 1024;
+  std::string pending = "GETTING" + std::string(limit - 8192, 'A');  // a token "method", no end yet
+  Recorder r(true);
+  r.headerLimit(limit);
+  error_code ec;
+  for (std::size_t i = 0; i < 4096; ++i) {
+    pending.push_back('A');
+    ASSERT_EQ(r.put(pending, ec), 0u);
+    ASSERT_EQ(ec, Err::need_more);
+  }
+  EXPECT_LE(r.bytesSearched(), pending.size() + 3 * 4096);
+  pending.resize(limit, 'A');
+  r.put(pending, ec);
+  EXPECT_EQ(ec, Err::header_limit);
+  EXPECT_LE(r.bytesSearched(), limit + 3 * 4096);
+
+  // The same for a trailer section.
+  Recorder t(true);
+  t.eager(true);
+  std::string wire = chunkedRequest("0\r\nX-T: ");
+  error_code tec;
+  std::size_t used = t.put(wire, tec);
+  wire.erase(0, used);
+  const std::uint64_t before = t.bytesSearched();
+  for (int i = 0; i < 2000; ++i) {
+    wire.push_back('v');
+    ASSERT_EQ(t.put(wire, tec), 0u);
+  }
+  EXPECT_LE(t.bytesSearched() - before, wire.size() + 3 * 2000);
+}
+
 TEST(Http1Parser, FieldSyntaxErrors) {
   struct Case {
     std::string field;
@@ -257,10 +297,6 @@ TEST(Http1Parser, ChunkedOnlyAsTheLastCodingNamedOnce) {
   EXPECT_EQ(ec, Err::bad_transfer_encoding);
 }
 
-std::string chunkedRequest(std::string chunks) {
-  return "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n" + chunks;
-}
-
 TEST(Http1Parser, ChunkedBodyInAnyPiecesLeavesTheNextRequestAlone) {
   const std::string next = "GET /next HTTP/1.1\r\n\r\n";
   const std::string wire = chunkedRequest(
@@ -296,8 +332,9 @@ TEST(Http1Parser, ChunkErrors) {
       {"5;\r\nhello\r\n0\r\n\r\n", Err::bad_chunk_extension},  // ';' with no name
       {"5;a=\r\nhello\r\n0\r\n\r\n", Err::bad_chunk_extension},
       {"5;a=\"x\r\nhello\r\n0\r\n\r\n", Err::bad_chunk_extension},
-      {"10000000000000000\r\n", Err::bad_chunk},  // over 64 bits
-      {"0\r\nX : y\r\n\r\n", Err::bad_field},     // a bad trailer field
+      {"5;a=\"x\ry\"\r\nhello\r\n0\r\n\r\n", Err::bad_chunk_extension},  // a CR, quoted
+      {"10000000000000000\r\n", Err::bad_chunk},                         // over 64 bits
+      {"0\r\nX : y\r\n\r\n", Err::bad_field},                            // a bad trailer field
   };
   for (const Case& c : cases) {
     Recorder r(true);
@@ -421,6 +458,7 @@ TEST(Http1Parser, ResponseBodies) {
   EXPECT_EQ(ec, error_code{});
   EXPECT_TRUE(toEof.done());
   EXPECT_EQ(toEof.body, "all of it");
+  EXPECT_FALSE(toEof.keepAlive()) << "a connection its close ended is never reused";
 
   // A coding other than chunked last: the same (RFC 9112 §6.3), whatever
   // length is also sent.
