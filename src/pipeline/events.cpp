@@ -45,7 +45,7 @@ std::string isoNow() {
   std::time_t t = system_clock::to_time_t(now);
   std::tm tm{};
   gmtime_r(&t, &tm);
-  char buf[40];
+  char buf[80];  // room for any int in each field: no truncation to reason about
   auto ms = duration_cast<milliseconds>(now.time_since_epoch()).count() % 1000;
   std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03lldZ", tm.tm_year + 1900,
                 tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
