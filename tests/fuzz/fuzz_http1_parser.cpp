@@ -53,7 +53,7 @@ class Ours final : public relay::net::http1::Parser {
  public:
   Ours(bool request, Outcome& out) : Parser(request), out_(out) {
     headerLimit(kHeadLimit);
-    eager(true);
+    eager(false);  // a put stops at the head's end; eager from there on
   }
 
  private:
@@ -75,7 +75,7 @@ class Theirs final : public http::basic_parser<isRequest> {
   explicit Theirs(Outcome& out) : out_(out) {
     this->header_limit(kHeadLimit);
     this->body_limit(boost::none);
-    this->eager(true);
+    this->eager(false);
   }
 
  private:
@@ -146,8 +146,11 @@ void compare(std::string_view wire, std::size_t step) {
   Ours ours(isRequest, mine);
   drive(ours, mine, wire, step, isRequest, [&](Ours& p, std::string_view in, error_code& ec) {
     const std::size_t used = p.put(in, ec);
-    if (!mine.headDone && p.headerDone()) mine.keepAlive = p.keepAlive();  // at the head: a
-    mine.headDone = p.headerDone();  // trailer's fields do not change it (Beast's do)
+    if (!mine.headDone && p.headerDone()) {
+      mine.keepAlive = p.keepAlive();  // at the head: a trailer's fields do not
+      p.eager(true);                   // change it (Beast's do)
+    }
+    mine.headDone = p.headerDone();
     mine.done = p.done();
     return used;
   });
@@ -162,7 +165,10 @@ void compare(std::string_view wire, std::size_t step) {
   drive(beastParser, theirs, wire, step, isRequest,
         [&](Theirs<isRequest>& p, std::string_view in, error_code& ec) {
           const std::size_t used = p.put(boost::asio::buffer(in.data(), in.size()), ec);
-          if (!theirs.headDone && p.is_header_done()) theirs.keepAlive = p.keep_alive();
+          if (!theirs.headDone && p.is_header_done()) {
+            theirs.keepAlive = p.keep_alive();
+            p.eager(true);
+          }
           theirs.headDone = p.is_header_done();
           theirs.done = p.is_done();
           return used;
