@@ -20,9 +20,10 @@
 // between requests a connection may idle for idle_timeout_ms; a write the
 // caller does not take within idle_timeout_ms resets the connection.
 // Framing errors (Content-Length with Transfer-Encoding, two different
-// Content-Lengths, a space before a colon, a bad chunk size) are answered 400
-// and the connection is closed; an obs-folded field is unfolded into spaces,
-// as RFC 9112 §5.2 allows. Responses are serialised here:
+// Content-Lengths, a space before a colon, a bad chunk size, obs-fold,
+// Transfer-Encoding in HTTP/1.0, a Connection field naming more than 16
+// fields) are answered 400 and the connection is closed (net/http1_parser.hpp
+// has the rules). Responses are serialised here:
 // a status line, the handler's fields and our framing, gathered into one write.
 #include <array>
 #include <charconv>
@@ -345,13 +346,27 @@ class H1Session final : public ResponseSink,
     }
   }
 
-  // Framing rules Beast leaves to us. A Transfer-Encoding whose last coding
+  // Framing rules the parser leaves to the session. A Transfer-Encoding whose last coding
   // is not chunked leaves the body's length unknowable (RFC 9112 §6.1 says
   // 400 and close): whoever else reads this connection could see a
   // different request boundary.
   Task<bool> checkHead() {
     if (parser_->transferEncoding && !parser_->chunked()) {
       co_await refuseHead(http::error::bad_transfer_encoding);
+      co_return false;
+    }
+    // Transfer-Encoding in an HTTP/1.0 request is faulty framing (RFC 9112
+    // §6.1): a proxy in front that ignores it sees other request boundaries.
+    if (parser_->transferEncoding && parser_->version() < 11) {
+      co_await refuseHead(http::error::bad_transfer_encoding);
+      co_return false;
+    }
+    if (parser_->tooManyConnectionTokens) {
+      co_await answerAndClose(400,
+                              "the Connection field names more than " +
+                                  std::to_string(H1RequestParser::kMaxConnectionTokens) +
+                                  " fields",
+                              "bad_request");
       co_return false;
     }
     co_return true;

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cstring>
 
 #include <boost/beast/http/error.hpp>
@@ -56,6 +57,8 @@ constexpr std::size_t kMethodPeek = 32;
 // none. Eight bytes at a time: a value is mostly plain text, and the byte
 // loop was most of the parser's cost. Of the bytes a word flags, the first
 // is exact (later ones may be false, from the borrow): that is the one taken.
+static_assert(std::endian::native == std::endian::little,
+              "the word scan takes the lowest byte first");
 const char* skipValueBytes(const char* p, const char* end) {
   constexpr std::uint64_t kOnes = 0x0101010101010101ULL;
   constexpr std::uint64_t kHigh = 0x8080808080808080ULL;
@@ -126,13 +129,19 @@ bool parseDecimal(std::string_view s, std::uint64_t& v) {
   return true;
 }
 
-// The first "\r\n\r\n" in p[from, n): a pointer past it, or nullptr.
-const char* findBlankLine(const char* p, std::size_t n, std::size_t from) {
+// The first "\r\n\r\n" in p[from, n): a pointer past it, or nullptr. Adds
+// the bytes it looked at to `searched`.
+const char* findBlankLine(const char* p, std::size_t n, std::size_t from, std::uint64_t& searched) {
   std::size_t i = from + 3;  // where the LF of the match could be
   while (i < n) {
     const void* lf = std::memchr(p + i, '\n', n - i);
-    if (lf == nullptr) return nullptr;
-    i = static_cast<std::size_t>(static_cast<const char*>(lf) - p);
+    if (lf == nullptr) {
+      searched += n - i;
+      return nullptr;
+    }
+    const std::size_t at = static_cast<std::size_t>(static_cast<const char*>(lf) - p);
+    searched += at + 1 - i;
+    i = at;
     if (p[i - 1] == '\r' && p[i - 2] == '\n' && p[i - 3] == '\r') return p + i + 1;
     i += 2;  // this LF could be the match's first only
   }
@@ -217,7 +226,10 @@ FieldName classifyField(std::string_view n) {
 }
 
 bool Parser::keepAlive() const {
-  if (flags_ & kToEnd) return false;  // only the close ends this body
+  if (flags_ & (kToEnd | kNoReuse)) return false;  // only the close ends this body
+  // Transfer-Encoding in HTTP/1.0 is faulty framing (RFC 9112 §6.1): the
+  // connection is not used again whatever it says.
+  if (version_ < 11 && (flags_ & kTransferEncoding)) return false;
   if (version_ >= 11) return (flags_ & kClose) == 0;
   return (flags_ & kKeepAlive) != 0;
 }
@@ -247,8 +259,7 @@ std::size_t Parser::putHead(const char* p, std::size_t n, error_code& ec) {
   }
   gotSome_ = true;
   const std::size_t window = std::min(n, headerLimit_);
-  bytesSearched_ += window - std::min(window, scanned_);
-  const char* end = findBlankLine(p, window, scanned_);
+  const char* end = findBlankLine(p, window, scanned_, bytesSearched_);
   if (end == nullptr) {
     if (request_) {
       // Bytes of another protocol need not wait for the limit or a timeout.
@@ -370,13 +381,28 @@ error_code Parser::parseFields(const char* p, const char* end, bool report) {
         folded_.append(segment);
       }
       if (p >= end || !isWs(*p)) break;
+      // A folded line in a request is refused (RFC 9112 §5.2 allows either):
+      // a proxy in front that takes it for a field of its own would see
+      // other fields, and other framing, than ours.
+      if (request_) return Err::bad_obs_fold;
       if (!folded) {
         folded = true;
         folded_.assign(value);
       }
     }
     if (folded) value = folded_;
-    if (!report) continue;
+    if (!report) {
+      // A trailer changes no framing, but one that says the connection will
+      // close is believed: it is not reused.
+      const FieldName kind = classifyField(nameText);
+      if (kind == FieldName::kConnection || kind == FieldName::kProxyConnection) {
+        eachElement(value, [&](std::string_view token) {
+          if (token.size() == 5 && tokenEquals(token, "close")) flags_ |= kNoReuse;
+          return true;
+        });
+      }
+      continue;
+    }
     const FieldName kind = classifyField(nameText);
     if (kind != FieldName::kOther) {
       if (auto e = framingField(kind, value)) return e;
@@ -445,7 +471,8 @@ error_code Parser::framingField(FieldName kind, std::string_view value) {
 
 error_code Parser::finishHead() {
   if (!request_ && (status_ / 100 == 1 || status_ == 204 || status_ == 304)) {
-    state_ = State::kComplete;  // no body belongs to these, whatever the fields say
+    state_ = State::kComplete;               // no body belongs to these, whatever the fields say
+    if (status_ == 101) flags_ |= kNoReuse;  // the connection has changed protocols
   } else if (flags_ & kChunked) {
     state_ = State::kChunkSize;
   } else if (!request_ && (flags_ & kTransferEncoding)) {
@@ -597,8 +624,7 @@ bool Parser::putTrailer(const char*& p, const char* end, error_code& ec) {
     return true;
   }
   const std::size_t window = std::min(avail, headerLimit_);
-  bytesSearched_ += window - std::min(window, scanned_);
-  const char* blank = findBlankLine(p, window, scanned_);
+  const char* blank = findBlankLine(p, window, scanned_, bytesSearched_);
   if (blank == nullptr) {
     if (avail >= headerLimit_) {
       ec = Err::header_limit;

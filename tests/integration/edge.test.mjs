@@ -613,21 +613,55 @@ describe('HTTP/1.1 heads and bodies', () => {
     assert.equal((await env.mock.requests()).length, before);
   });
 
-  test('framing: obs-fold (a field line starting with a space) is unfolded, and the unfolded value is what reaches the upstream', async () => {
-    // Either refusing (400) or unfolding is allowed (RFC 9112 §5.2); this
-    // gateway unfolds (Beast replaces the fold with spaces). Asserted as
-    // observed, so a change of behaviour shows. (h1_session.cpp's header
-    // comment says obs-fold is answered 400: it is not.)
+  test('framing: obs-fold (a field line starting with a space) gets 400 and a close; nothing reaches the upstream', async () => {
+    // RFC 9112 §5.2 allows refusing or unfolding; a proxy in front that took
+    // the folded line for a field of its own would see other framing than
+    // ours (here: a Transfer-Encoding beside our Content-Length), so it is
+    // refused.
+    const before = (await env.mock.requests()).length;
     const body = JSON.stringify(chatRequest({ model: MODEL, messages: [{ role: 'user', content: 'obs-fold' }] }));
     const conn = await rawExchange(
       port,
-      chatHead(`user-agent: folded-agent\r\n  second-line\r\ncontent-length: ${body.length}\r\nconnection: close\r\n`) + body,
+      chatHead(`user-agent: folded-agent\r\n transfer-encoding: chunked\r\ncontent-length: ${body.length}\r\n`) + body,
     );
     const responses = parseResponses(conn.text);
-    assert.equal(responses[0]?.status, 200, conn.text.slice(0, 300));
-    const recorded = (await env.mock.requests()).filter((r) => r.body.includes('obs-fold'));
-    assert.equal(recorded.length, 1);
-    assert.match(headerValue(recorded[0], 'user-agent'), /^folded-agent\s+second-line$/);
+    assert.equal(responses[0]?.status, 400, conn.text.slice(0, 300));
+    assert.match(responses[0].body, /obs-fold/);
+    assert.equal(responses[0].headers.connection, 'close');
+    assert.notEqual(conn.closedAt, null);
+    assert.equal((await env.mock.requests()).length, before);
+  });
+
+  test('framing: Transfer-Encoding in an HTTP/1.0 request gets 400 and a close; what follows is not served', async () => {
+    const smuggled = `GET /v1/models HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${KEY}\r\n\r\n`;
+    const conn = await rawExchange(
+      port,
+      `POST /v1/chat/completions HTTP/1.0\r\nconnection: keep-alive\r\nauthorization: Bearer ${KEY}\r\n` +
+        `transfer-encoding: chunked\r\n\r\n0\r\n\r\n${smuggled}`,
+    );
+    const responses = parseResponses(conn.text);
+    assert.equal(responses[0]?.status, 400, conn.text.slice(0, 300));
+    assert.equal(responses.length, 1, 'a request after the bad one was served');
+    assert.notEqual(conn.closedAt, null);
+  });
+
+  test('framing: a Connection field naming 16 fields is served; 17 get 400 (the bound on hop-by-hop names)', async () => {
+    const names = (n) => Array.from({ length: n }, (_, i) => `x-hop-${i}`);
+    const ask = async (n) => {
+      const list = names(n);
+      const fields = list.map((name) => `${name}: v\r\n`).join('');
+      // Empty elements and repeats cost nothing and count for nothing.
+      const connection = `${list.join(', ,')}, ${list[0]}, , close`;
+      const conn = await rawExchange(
+        port,
+        `GET /v1/models HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${KEY}\r\n${fields}connection: ${connection}\r\n\r\n`,
+      );
+      return parseResponses(conn.text)[0];
+    };
+    assert.equal((await ask(15))?.status, 200, 'fifteen names and close: sixteen');
+    const over = await ask(16);
+    assert.equal(over?.status, 400);
+    assert.match(over.body, /more than 16 fields/);
   });
 
   test('framing: two pipelined GETs in one write are answered in order', async () => {

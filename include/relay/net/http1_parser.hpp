@@ -39,8 +39,14 @@
 //     end even beside a Content-Length (RFC 9112 §6.3; Beast took the
 //     length);
 //   - a trailer's fields are checked for syntax only: they never change the
-//     framing or persistence (Beast applied Connection and Content-Length
-//     rules to them);
+//     framing (Beast applied Connection and Content-Length rules to them);
+//     one that says Connection: close still keeps the connection from reuse;
+//   - obs-fold in a request is refused (bad_obs_fold; RFC 9112 §5.2 allows
+//     that or unfolding): a proxy in front that took the folded line for a
+//     field of its own would see other framing than ours. Answers are
+//     unfolded, as Beast did;
+//   - Transfer-Encoding in HTTP/1.0 ends the connection after the message
+//     (RFC 9112 §6.1), and a 101 answer never goes back to a pool;
 //   - a request head whose method is already not a token is refused before
 //     its end arrives (bytes of another protocol on a plaintext port).
 //
@@ -116,11 +122,11 @@ class Parser {
     return contentLength_;
   }
   int version() const { return version_; }  // 10 or 11
-  // Bytes searched for the end of a head or trailer so far: each is searched
-  // about once however the bytes arrive (a head that trickles in costs no
-  // more per byte as it grows).
+  // Bytes looked at in searching for the end of a head or trailer so far:
+  // each is looked at about once however the bytes arrive (a head that
+  // trickles in costs no more per byte as it grows).
   std::uint64_t bytesSearched() const { return bytesSearched_; }
-  int status() const { return status_; }    // responses
+  int status() const { return status_; }  // responses
 
  protected:
   explicit Parser(bool request) : request_(request) {}
@@ -155,6 +161,7 @@ class Parser {
     kTransferEncoding = 16,
     kToEnd = 32,       // the body runs to the connection's end
     kBadCodings = 64,  // a Transfer-Encoding list held a coding that is not a token
+    kNoReuse = 128,    // a 101, or a trailer that says close
   };
 
   std::size_t putHead(const char* p, std::size_t n, boost::system::error_code& ec);

@@ -247,12 +247,22 @@ TEST(Http1Parser, FieldSyntaxErrors) {
   EXPECT_EQ(obsText.fields[0].second, "caf\xc3\xa9\t!");
 }
 
-TEST(Http1Parser, ObsFoldIsUnfoldedIntoSingleSpaces) {
-  Recorder r(true);
-  ASSERT_EQ(parseRequest(
-                "GET / HTTP/1.1\r\nX-A: one \r\n  two\r\n\tthree \r\n \r\nX-B:\r\n b\r\n\r\n", r),
+TEST(Http1Parser, ObsFoldIsRefusedInRequestsAndUnfoldedInAnswers) {
+  for (const char* fold : {"X-A: one\r\n two\r\n", "Content-Length:\r\n 3\r\n",
+                           "X: a\r\n Transfer-Encoding: chunked\r\nContent-Length: 3\r\n"}) {
+    Recorder r(true);
+    EXPECT_EQ(parseRequest(std::string("POST / HTTP/1.1\r\n") + fold + "\r\nabc", r),
+              Err::bad_obs_fold)
+        << fold;
+    EXPECT_FALSE(r.headerDone());
+  }
+  Recorder r(false);
+  r.eager(true);
+  ASSERT_EQ(r.feed("HTTP/1.1 200 OK\r\nX-A: one \r\n  two\r\n\tthree \r\n \r\nX-B:\r\n "
+                   "b\r\nContent-Length: 0\r\n\r\n",
+                   1000),
             error_code{});
-  ASSERT_EQ(r.fields.size(), 2u);
+  ASSERT_EQ(r.fields.size(), 3u);
   EXPECT_EQ(r.fields[0].second, "one two three");
   EXPECT_EQ(r.fields[1].second, "b");
 }
@@ -423,6 +433,32 @@ TEST(Http1Parser, ConnectionPersistence) {
   EXPECT_TRUE(keepAlive("1.0", "Connection: Keep-Alive\r\n"));
   Recorder bad(true);
   EXPECT_EQ(parseRequest("GET / HTTP/1.1\r\nConnection: a b\r\n\r\n", bad), Err::bad_value);
+
+  // Transfer-Encoding in HTTP/1.0: the connection ends after the message,
+  // whatever Connection says (what follows is never read as a request).
+  Recorder te10(true);
+  std::string left;
+  te10.eager(true);
+  EXPECT_EQ(te10.feed("POST / HTTP/1.0\r\nConnection: keep-alive\r\nTransfer-Encoding: chunked\r\n"
+                      "\r\n0\r\n\r\nGET /smuggled HTTP/1.1\r\n\r\n",
+                      1000, &left),
+            error_code{});
+  EXPECT_FALSE(te10.keepAlive());
+
+  // A 101 never goes back to a pool; nor does a connection whose answer's
+  // trailer says close.
+  Recorder switched(false);
+  switched.feed("HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\n\r\n", 100);
+  EXPECT_TRUE(switched.done());
+  EXPECT_FALSE(switched.keepAlive());
+  Recorder trailerClose(false);
+  trailerClose.eager(true);
+  EXPECT_EQ(trailerClose.feed("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nx\r\n0\r\n"
+                              "Connection: close\r\n\r\n",
+                              100),
+            error_code{});
+  EXPECT_FALSE(trailerClose.keepAlive());
+  EXPECT_EQ(trailerClose.fields.size(), 1u) << "still not a field of the head";
 }
 
 TEST(Http1Parser, ResponsesWithoutABody) {
