@@ -9,7 +9,6 @@
 
 #include "relay/common/headers.hpp"
 #include "relay/net/http1_parser.hpp"
-#include "session_common.hpp"
 
 namespace relay::net {
 

@@ -364,8 +364,7 @@ class H1Session final : public ResponseSink,
     if (parser_->tooManyConnectionTokens) {
       co_await answerAndClose(400,
                               "the Connection field names more than " +
-                                  std::to_string(H1RequestParser::kMaxConnectionTokens) +
-                                  " fields",
+                                  std::to_string(H1RequestParser::kMaxConnectionTokens) + " fields",
                               "bad_request");
       co_return false;
     }

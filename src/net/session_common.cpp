@@ -27,21 +27,6 @@ bool isHopByHopHeader(std::string_view n) {
          n == "http2-settings";
 }
 
-bool listsToken(std::string_view list, std::string_view lowerToken) {
-  while (!list.empty()) {
-    std::size_t comma = list.find(',');
-    std::string_view item = list.substr(0, comma);
-    while (!item.empty() && (item.front() == ' ' || item.front() == '\t'))
-      item.remove_prefix(1);
-    while (!item.empty() && (item.back() == ' ' || item.back() == '\t'))
-      item.remove_suffix(1);
-    if (equalsIgnoreCase(item, lowerToken)) return true;
-    if (comma == std::string_view::npos) break;
-    list.remove_prefix(comma + 1);
-  }
-  return false;
-}
-
 ResponseHead sessionErrorHead(int status, std::string_view requestId) {
   ResponseHead head;
   head.status = status;

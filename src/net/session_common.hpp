@@ -53,10 +53,6 @@ std::string peerAddress(tcp::socket& socket);
 // §8.2.2): they never cross from one connection to another.
 bool isHopByHopHeader(std::string_view lowerName);
 
-// True when the comma-separated `list` (a Connection header value) names
-// `lowerToken`, ignoring case and optional whitespace.
-bool listsToken(std::string_view list, std::string_view lowerToken);
-
 // Canonical reason phrase for a status line ("OK", "Not Found", ...).
 std::string_view reasonPhrase(int status);
 

@@ -165,7 +165,6 @@ class Parser {
   };
 
   std::size_t putHead(const char* p, std::size_t n, boost::system::error_code& ec);
-  boost::system::error_code parseHead(const char* p, const char* end);
   boost::system::error_code parseStartLine(const char*& p, const char* end);
   boost::system::error_code parseFields(const char* p, const char* end, bool report);
   boost::system::error_code framingField(FieldName kind, std::string_view value);
