@@ -607,6 +607,15 @@ bool Parser::putChunkSize(const char*& p, const char* end, error_code& ec) {
     ec = Err::bad_chunk_extension;
     return false;
   }
+  // Extension bytes count as body bytes: a body of one-byte chunks could
+  // otherwise carry a chunk line's worth of extensions per byte it declares.
+  if (const auto extension = static_cast<std::uint64_t>(lf - 1 - q); extension > 0 && bodyLimit_) {
+    if (extension > *bodyLimit_ - bodySeen_) {
+      ec = Err::body_limit;
+      return false;
+    }
+    bodySeen_ += extension;
+  }
   p = lf + 1;
   remaining_ = size;
   state_ = size > 0 ? State::kChunkData : State::kTrailer;

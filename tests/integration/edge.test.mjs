@@ -420,6 +420,27 @@ describe('HTTP/1.1 heads and bodies', () => {
     assert.equal((await env.mock.requests()).length, before, 'the oversized body reached the upstream');
   });
 
+  test('max_request_bytes: chunk-extension bytes count toward it; at the limit 200, one byte more 413', async () => {
+    // Eight bytes of extension on the one chunk line, and a body eight bytes
+    // short of the limit: exactly at it. One more extension byte is over.
+    const withExtension = (extension) => {
+      const body = chatBodyOfSize(MAX_REQUEST - 8);
+      return `${Buffer.byteLength(body).toString(16)}${extension}\r\n${body}\r\n0\r\n\r\n`;
+    };
+    const atLimit = await rawExchange(
+      port,
+      chatHead('transfer-encoding: chunked\r\nconnection: close\r\n') + withExtension(';e=vvvvv'),
+    );
+    const [ok] = parseResponses(atLimit.text);
+    assert.equal(ok?.status, 200, atLimit.text.slice(0, 300));
+    const before = (await env.mock.requests()).length;
+    const over = await rawExchange(port, chatHead('transfer-encoding: chunked\r\n') + withExtension(';e=vvvvvv'));
+    const [refused] = parseResponses(over.text);
+    assert.equal(refused?.status, 413, over.text.slice(0, 300));
+    assert.equal(refused.json?.error?.code, 'request_too_large');
+    assert.equal((await env.mock.requests()).length, before, 'the oversized body reached the upstream');
+  });
+
   test('header_timeout_ms counts from the accept: a request line sent late and never finished gets 408 request_timeout at the deadline', async () => {
     const conn = await rawConnect(port);
     try {

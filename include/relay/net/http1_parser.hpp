@@ -31,7 +31,8 @@
 //   - a chunk-size line (with its extensions) is at most kMaxChunkLine bytes,
 //     and a trailer section at most the head limit (Beast waited for an end
 //     of line however long: the buffer limit was the only bound);
-//   - a quoted chunk extension holds no control bytes (Beast took any);
+//   - a quoted chunk extension holds no control bytes (Beast took any), and
+//     extension bytes count toward the body limit (Beast counted only data);
 //   - a Transfer-Encoding list with a coding that is not a token is never
 //     chunked, nor is any later one (Beast read such a list up to that
 //     coding: "chunked, <bytes>" was chunked);

@@ -404,6 +404,13 @@ TEST(Http1Parser, BodyLimitAtItsEdge) {
   EXPECT_EQ(chunked("5\r\n12345\r\n5\r\n12345\r\n0\r\n\r\n"), error_code{});
   EXPECT_EQ(chunked("5\r\n12345\r\n6\r\n123456\r\n0\r\n\r\n"), Err::body_limit);
   EXPECT_EQ(chunked("ffffffffffffffff\r\n"), Err::body_limit);
+  // Extension bytes count as body bytes: ";e=v" is 4, so 6 of data fit and 7
+  // do not, however the chunks are cut.
+  EXPECT_EQ(chunked("6;e=v\r\n123456\r\n0\r\n\r\n"), error_code{});
+  EXPECT_EQ(chunked("7;e=v\r\n1234567\r\n0\r\n\r\n"), Err::body_limit);
+  EXPECT_EQ(chunked("1;e\r\n1\r\n1;e\r\n1\r\n0;e=v\r\n\r\n"), error_code{});  // 6 + 4
+  EXPECT_EQ(chunked("1;e\r\n1\r\n1;e\r\n1\r\n0;e=vv\r\n\r\n"), Err::body_limit)
+      << "the last chunk's extensions count too";
 }
 
 TEST(Http1Parser, NotEagerStopsAtTheHead) {
