@@ -81,57 +81,70 @@ void lowerInPlace(char* p, std::size_t n) {
 }
 }  // namespace
 
-Headers::Text::Text(const Text& other) : size(other.size), capacity(other.size) {
-  if (size == 0) return;
-  bytes = std::make_unique_for_overwrite<char[]>(size);
-  std::memcpy(bytes.get(), other.bytes.get(), size);
+Headers::Headers(const Headers& other) {
+  if (other.count_ == 0) return;
+  regrow(other.count_, other.textSize_);  // just what is in use
+  // Removed fields' bytes are copied too: offsets stay as they were.
+  std::memcpy(entries(), other.entries(), std::size_t{other.count_} * sizeof(Entry));
+  if (other.textSize_ != 0) std::memcpy(text(), other.text(), other.textSize_);
+  count_ = other.count_;
+  textSize_ = other.textSize_;
 }
 
-Headers::Text& Headers::Text::operator=(const Text& other) {
-  if (this != &other) *this = Text(other);
+Headers& Headers::operator=(const Headers& other) {
+  if (this != &other) *this = Headers(other);
   return *this;
 }
 
-void Headers::Text::grow(std::size_t atLeast) {
-  if (atLeast > std::numeric_limits<std::uint32_t>::max()) throw std::length_error("header fields");
-  auto larger = std::make_unique_for_overwrite<char[]>(atLeast);
-  if (size != 0) std::memcpy(larger.get(), bytes.get(), size);
-  bytes = std::move(larger);
-  capacity = static_cast<std::uint32_t>(atLeast);
+void Headers::regrow(std::size_t fields, std::size_t bytes) {
+  constexpr std::size_t kMax = std::numeric_limits<std::uint32_t>::max();
+  if (fields > kMax / sizeof(Entry) || bytes > kMax) throw std::length_error("header fields");
+  static_assert(alignof(Entry) <= alignof(std::max_align_t));
+  auto larger = std::make_unique_for_overwrite<char[]>(fields * sizeof(Entry) + bytes);
+  if (count_ != 0) std::memcpy(larger.get(), block_.get(), std::size_t{count_} * sizeof(Entry));
+  if (textSize_ != 0) std::memcpy(larger.get() + fields * sizeof(Entry), text(), textSize_);
+  block_ = std::move(larger);
+  entryCapacity_ = static_cast<std::uint32_t>(fields);
+  textCapacity_ = static_cast<std::uint32_t>(bytes);
 }
 
 void Headers::add(std::string_view name, std::string_view value) {
-  // A head has a dozen fields or so: room for them at once, not growth by
-  // doubling (which moves every byte each time).
-  if (entries_.capacity() == 0) entries_.reserve(12);
   const std::size_t need = name.size() + value.size();
-  if (text_.capacity - text_.size < need) {
-    const char* old = text_.data();
+  if (count_ == entryCapacity_ || textCapacity_ - textSize_ < need) {
+    const char* old = block_ ? text() : nullptr;
     const bool aliased =
-        old != nullptr && ((name.data() >= old && name.data() < old + text_.size) ||
-                           (value.data() >= old && value.data() < old + text_.size));
-    if (aliased) {  // the views would dangle when the buffer moves
+        old != nullptr && ((name.data() >= old && name.data() < old + textSize_) ||
+                           (value.data() >= old && value.data() < old + textSize_));
+    if (aliased) {  // the views would dangle when the block moves
       const std::string copy = std::string(name).append(value);
       add(std::string_view(copy).substr(0, name.size()),
           std::string_view(copy).substr(name.size()));
       return;
     }
-    text_.grow(std::max<std::size_t>(std::size_t{text_.size} + need,
-                                     text_.capacity == 0 ? 512 : std::size_t{text_.capacity} * 2));
+    // A head has a dozen fields or so: room for them at once, then doubling.
+    const std::size_t fields = count_ < entryCapacity_
+                                   ? entryCapacity_
+                                   : std::max<std::size_t>(12, std::size_t{entryCapacity_} * 2);
+    std::size_t bytes = textCapacity_;
+    if (bytes - textSize_ < need) {
+      bytes = std::max<std::size_t>(std::size_t{textSize_} + need,
+                                    textCapacity_ == 0 ? 512 : std::size_t{textCapacity_} * 2);
+    }
+    regrow(fields, bytes);
   }
-  char* at = text_.bytes.get() + text_.size;
+  char* at = text() + textSize_;
   if (!name.empty()) {
     std::memcpy(at, name.data(), name.size());
     lowerInPlace(at, name.size());
   }
   if (!value.empty()) std::memcpy(at + name.size(), value.data(), value.size());
-  entries_.push_back(Entry{text_.size, static_cast<std::uint32_t>(name.size()),
-                           static_cast<std::uint32_t>(value.size())});
-  text_.size += static_cast<std::uint32_t>(need);
+  entries()[count_++] = Entry{textSize_, static_cast<std::uint32_t>(name.size()),
+                              static_cast<std::uint32_t>(value.size())};
+  textSize_ += static_cast<std::uint32_t>(need);
 }
 
 void Headers::set(std::string_view name, std::string_view value) {
-  remove(name);  // (its bytes stay in text_: a value that is a view of it stays valid)
+  remove(name);  // (its bytes stay in the block: a value that is a view of it stays valid)
   add(name, value);
 }
 
@@ -140,10 +153,11 @@ void Headers::remove(std::string_view name) {
 }
 
 std::optional<std::string_view> Headers::find(std::string_view lowerName) const {
-  for (const Entry& e : entries_) {
-    if (e.nameLength == lowerName.size() &&
-        std::memcmp(text_.data() + e.at, lowerName.data(), lowerName.size()) == 0) {
-      return std::string_view(text_.data() + e.at + e.nameLength, e.valueLength);
+  const char* const bytes = text();
+  for (const Entry *e = entries(), *last = e + count_; e != last; ++e) {
+    if (e->nameLength == lowerName.size() &&
+        std::memcmp(bytes + e->at, lowerName.data(), lowerName.size()) == 0) {
+      return std::string_view(bytes + e->at + e->nameLength, e->valueLength);
     }
   }
   return std::nullopt;

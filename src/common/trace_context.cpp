@@ -1,6 +1,7 @@
 #include "relay/common/trace_context.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -80,21 +81,19 @@ std::mt19937_64 seededGenerator() {
   return std::mt19937_64(seed);
 }
 
-// `words` random 64-bit words as 16 hex digits each, never all zeros (the
-// spec's "invalid" id).
-std::string randomHex(std::size_t words) {
+// `words` random 64-bit words as 16 hex digits each into out[0, 16 * words),
+// never all zeros (the spec's "invalid" id).
+void randomHex(char* out, std::size_t words) {
   thread_local std::mt19937_64 random = seededGenerator();
-  std::string out(16 * words, '0');
   bool zero = true;
   while (zero) {
-    char* at = out.data();
+    char* at = out;
     for (std::size_t i = 0; i < words; ++i) {
       const std::uint64_t bits = random();
       zero = zero && bits == 0;
       at = writeHexWord(at, bits);
     }
   }
-  return out;
 }
 
 }  // namespace
@@ -114,8 +113,8 @@ std::optional<Traceparent> parseTraceparent(std::string_view v) {
   if (!allLowerHex(traceId) || !allLowerHex(parentId) || !allLowerHex(flags)) return std::nullopt;
   if (allZero(traceId) || allZero(parentId)) return std::nullopt;
   Traceparent out;
-  out.traceId = std::string(traceId);
-  out.parentId = std::string(parentId);
+  out.traceId = traceId;
+  out.parentId = parentId;
   out.flags = static_cast<std::uint8_t>(hexValue(flags[0]) * 16 + hexValue(flags[1]));
   return out;
 }
@@ -160,22 +159,27 @@ std::optional<std::string> normaliseTracestate(std::string_view value) {
 }
 
 std::string newTraceId() {
-  return randomHex(2);
+  std::string id(32, '0');
+  randomHex(id.data(), 2);
+  return id;
 }
 
 std::string newSpanId() {
-  return randomHex(1);
+  std::string id(16, '0');
+  randomHex(id.data(), 1);
+  return id;
 }
 
-std::string TraceContext::traceparent() const {
-  std::string out(3 + traceId.size() + 1 + spanId.size() + 3, '-');
-  char* at = out.data();
+InlineString<55> TraceContext::traceparent() const {
+  InlineString<55> out;
+  char* at = out.resize(3 + traceId.size() + 1 + spanId.size() + 3);
+  std::memset(at, '-', out.size());
   *at++ = '0';
   *at++ = '0';
   ++at;  // '-'
-  at = std::copy(traceId.begin(), traceId.end(), at);
+  at = std::copy_n(traceId.data(), traceId.size(), at);
   ++at;
-  at = std::copy(spanId.begin(), spanId.end(), at);
+  at = std::copy_n(spanId.data(), spanId.size(), at);
   ++at;
   writeHexWord(at, flags, 2);
   return out;
@@ -197,15 +201,15 @@ TraceContext traceFrom(const Headers& headers) {
     }
   }
   TraceContext t;
-  t.spanId = newSpanId();
+  randomHex(t.spanId.resize(16), 1);
   std::optional<Traceparent> given;
   if (parents == 1) given = parseTraceparent(trimOws(parent));
   if (!given) {
-    t.traceId = newTraceId();
+    randomHex(t.traceId.resize(32), 2);
     return t;  // a new trace: the caller's tracestate belongs to no trace we continue
   }
-  t.traceId = std::move(given->traceId);
-  t.parentId = std::move(given->parentId);
+  t.traceId = given->traceId;
+  t.parentId = given->parentId;
   // Version 00 defines the sampled bit only; other bits are not passed on.
   t.flags = given->flags & 0x01;
   if (stateSeen) t.tracestate = normaliseTracestate(state).value_or(std::string());

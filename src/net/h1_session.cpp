@@ -305,19 +305,23 @@ class H1Session final : public ResponseSink,
     parser_->bodyLimit(config_->maxRequestBytes);
     parser_->eager(false);
     std::optional<SteadyClock::time_point> headStart;
-    if (inbox_.size() > 0) headStart = first ? acceptedAt_ : SteadyClock::now();
+    if (inbox_.size() > 0 && first) headStart = acceptedAt_;
     // The cap is on the whole head, however it arrives: the parser takes
     // nothing of a head until it has ended (the inbox can hold a whole head:
     // readAhead_ is above the cap), and a head that has not ended within
     // max_header_bytes is header_limit.
     for (;;) {
+      // One clock reading per pass (none runs between here and the wait):
+      // when the head starts, when it is whole, and the deadline of the wait.
+      const SteadyClock::time_point now = SteadyClock::now();
       if (inbox_.size() > 0) {
-        if (!headStart) headStart = SteadyClock::now();
+        if (!headStart) headStart = now;
         boost::system::error_code ec;
         const std::size_t used = parser_->put(bufferView(inbox_), ec);
         inbox_.consume(used);
         wakeReader();
         if (parser_->headerDone() && !ec) {
+          headDoneAt_ = now;
           co_return co_await checkHead() ? HeadOutcome::kReady : HeadOutcome::kRefused;
         }
         if (ec && ec != http::error::need_more) {
@@ -329,8 +333,8 @@ class H1Session final : public ResponseSink,
       if (draining_ && !headStart) co_return HeadOutcome::kClosed;
       SteadyClock::time_point deadline = headStart ? *headStart + config_->headerTimeout
                                          : first   ? acceptedAt_ + config_->headerTimeout
-                                                   : SteadyClock::now() + config_->idleTimeout;
-      if (!co_await waitInput(deadline)) {
+                                                   : now + config_->idleTimeout;
+      if (!co_await waitInput(deadline, now)) {
         if (!headStart) {
           countLimit(first ? Limit::kHeaderTimeout : Limit::kIdleTimeout);
           co_return HeadOutcome::kClosed;  // nothing was asked: nothing to answer
@@ -401,7 +405,6 @@ class H1Session final : public ResponseSink,
   }
 
   Task<void> runExchange() {
-    headDoneAt_ = SteadyClock::now();
     Exchange ex;
     buildHead(ex.head);
     keepAlive_ = parser_->keepAlive() && !draining_;
@@ -637,8 +640,12 @@ class H1Session final : public ResponseSink,
   // than its next wake-up (the first head, a head or body that arrives in
   // pieces): between keep-alive requests the idle deadline is later, and a
   // wait costs no timer operation.
+  // `now`: the caller's clock reading, when it has one.
   Task<bool> waitInput(SteadyClock::time_point deadline) {
-    if (SteadyClock::now() >= deadline) co_return false;
+    return waitInput(deadline, SteadyClock::now());
+  }
+  Task<bool> waitInput(SteadyClock::time_point deadline, SteadyClock::time_point now) {
+    if (now >= deadline) co_return false;
     inputDeadline_ = deadline;
     if (deadline < watchdogTimer_.expiry()) watchdogTimer_.expires_at(deadline);
     co_return co_await input_.park();

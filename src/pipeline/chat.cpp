@@ -267,7 +267,6 @@ net::Task<void> handleModelRequest(Worker& worker, net::Exchange& ex, ModelApi a
     if (refused) {
       gate.appendRateHeaders(snap, *plan.tenant, base);
     } else {
-      plan.ask.requestId = record.requestId();
       // The local gate decides at once; the shared one may wait for Redis.
       std::optional<GateResult> admitted = gate.admitNow(snap, plan.ask);
       if (!admitted) admitted = co_await gate.admit(snap, plan.ask);

@@ -195,8 +195,9 @@ class Forwarder {
     return out;
   }
 
-  bool exhausted() const {
-    return giveUp_ || history_.attempts() >= maxAttempts_ || SteadyClock::now() >= deadline_;
+  bool exhausted() const { return exhausted(SteadyClock::now()); }
+  bool exhausted(SteadyClock::time_point now) const {
+    return giveUp_ || history_.attempts() >= maxAttempts_ || now >= deadline_;
   }
 
   Forwarded fail(ErrorAnswer e) {
@@ -213,9 +214,9 @@ class Forwarder {
   net::Task<bool> tryModel(const upstream::ModelRoute& route, bool fallbackLeft) {
     upstream::UpstreamStates& states = *snap_.upstreamStates;
     barOutsideRegions(route);
-    while (!exhausted()) {
+    // One clock reading per pass, for the deadline and the pick.
+    for (auto now = SteadyClock::now(); !exhausted(now); now = SteadyClock::now()) {
       if (fallbackLeft && allFailed(route)) co_return false;
-      auto now = SteadyClock::now();
       upstream::Balancer* balancer = worker_.balancer(snap_, route.index);
       std::optional<upstream::Balancer> oneOff;
       if (!balancer) balancer = &oneOff.emplace(fallbackFor(route));

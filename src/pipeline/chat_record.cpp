@@ -11,10 +11,10 @@ std::int64_t micros(SteadyClock::duration d) {
 }  // namespace
 
 ChatRecord::ChatRecord(const Snapshot& snapshot, const net::Exchange& exchange,
-                       std::string requestId, SteadyClock::time_point start)
+                       const RequestId& requestId, SteadyClock::time_point start)
     : snapshot_(snapshot),
       exchange_(exchange),
-      requestId_(std::move(requestId)),
+      requestId_(requestId),
       trace_(traceFrom(exchange.head.headers)),
       traceparent_(trace_.traceparent()),
       start_(start) {}
@@ -23,7 +23,7 @@ ChatRecord::~ChatRecord() {
   try {
     settle();
   } catch (const std::exception& e) {
-    spdlog::error("request {}: settling failed: {}", requestId_, e.what());
+    spdlog::error("request {}: settling failed: {}", requestId_.view(), e.what());
   }
 }
 

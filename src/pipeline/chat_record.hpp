@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 
+#include "relay/common/request_id.hpp"
 #include "relay/common/trace_context.hpp"
 #include "relay/pipeline/chat.hpp"
 #include "relay/sse/usage.hpp"
@@ -20,18 +21,18 @@ using SteadyClock = std::chrono::steady_clock;
 
 class ChatRecord {
  public:
-  ChatRecord(const Snapshot& snapshot, const net::Exchange& exchange, std::string requestId,
+  ChatRecord(const Snapshot& snapshot, const net::Exchange& exchange, const RequestId& requestId,
              SteadyClock::time_point start);
   ~ChatRecord();
   ChatRecord(const ChatRecord&) = delete;
   ChatRecord& operator=(const ChatRecord&) = delete;
 
-  const std::string& requestId() const { return requestId_; }
+  std::string_view requestId() const { return requestId_; }
   // The request's W3C trace: the caller's continued, or a new one; the
   // gateway's own span (trace_context.hpp).
   const TraceContext& trace() const { return trace_; }
   // trace().traceparent(), made once: the answer and every attempt carry it.
-  const std::string& traceparent() const { return traceparent_; }
+  std::string_view traceparent() const { return traceparent_; }
   // The caller's X-Node-Id as sent (at most 64 bytes), for events.
   std::string_view nodeHeader() const;
 
@@ -94,9 +95,9 @@ class ChatRecord {
 
   const Snapshot& snapshot_;
   const net::Exchange& exchange_;
-  std::string requestId_;
+  RequestId requestId_;
   TraceContext trace_;
-  std::string traceparent_;
+  InlineString<55> traceparent_;
   SteadyClock::time_point start_;
   std::optional<SteadyClock::time_point> firstByte_;
   SteadyClock::duration waited_{};

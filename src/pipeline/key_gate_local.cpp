@@ -59,8 +59,9 @@ GateResult LocalKeyGate::decide(const Snapshot& snap, const GateAsk& ask) {
       hold = std::move(std::get<admission::BudgetHold>(held));
     }
   }
+  const admission::SteadyTime now = clock.steadyNow();  // one reading for the buckets and headers
   if (!out.refusal) {
-    admission::AdmitResult admitted = limiter.admit(ask.tokens, clock.steadyNow(), ask.holdSlot);
+    admission::AdmitResult admitted = limiter.admit(ask.tokens, now, ask.holdSlot);
     if (admitted) {
       out.ticket =
           std::make_unique<LocalTicket>(std::move(admitted.reservation()), std::move(hold));
@@ -84,7 +85,7 @@ GateResult LocalKeyGate::decide(const Snapshot& snap, const GateAsk& ask) {
       out.refusal = std::move(e);
     }
   }
-  out.rateHeaders = limiter.headers(clock.steadyNow());
+  out.rateHeaders = limiter.headers(now);
   return out;
 }
 

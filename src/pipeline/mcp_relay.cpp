@@ -282,7 +282,6 @@ net::Task<std::optional<McpRefusal>> McpExchange::admit() {
   ask.tenant = tenant_;
   ask.holdSlot = ex_.head.method != "GET";
   ask.refuseWhenSpent = true;
-  ask.requestId = base_.get("x-request-id");
   GateResult admitted = co_await gate.admit(*snapshot_, ask);
   admitted.rateHeaders.appendTo(base_);
   if (admitted.ticket) {

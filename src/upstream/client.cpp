@@ -241,10 +241,10 @@ class ResponseStreamImpl final : public ResponseStream {
 
   // Writes the request and reads the response head.
   Task<bool> exchangeHead(const OutgoingRequest& req, const Target& target) {
-    watchdog_.set(earliest(Clock::now() + deadlines_.firstByte, deadlines_.total),
-                  Clock::now() + deadlines_.firstByte < deadlines_.total
-                      ? FailureKind::kFirstByteTimeout
-                      : FailureKind::kTotalTimeout);
+    const Clock::time_point firstByteBy = Clock::now() + deadlines_.firstByte;
+    watchdog_.set(earliest(firstByteBy, deadlines_.total), firstByteBy < deadlines_.total
+                                                               ? FailureKind::kFirstByteTimeout
+                                                               : FailureKind::kTotalTimeout);
     std::string head = serializeRequest(req, target);
     std::array<asio::const_buffer, 2> bufs{asio::buffer(head), asio::buffer(req.body)};
     // Plain TCP: one sendmsg now, which nearly always takes the whole

@@ -73,14 +73,19 @@ PickResult pickWith(UpstreamStates& states, Choose&& choose,
   };
 
   // bool[] rather than vector<bool>: the selector takes a span of real bools.
-  std::unique_ptr<bool[]> eligible(new bool[n]);
+  // On the stack for any pool up to kOnStack upstreams (no allocation per
+  // pick), from the heap beyond.
+  constexpr std::size_t kOnStack = 64;
+  bool onStack[kOnStack];
+  std::unique_ptr<bool[]> onHeap;
+  bool* const eligible = n <= kOnStack ? onStack : (onHeap = std::make_unique<bool[]>(n)).get();
   for (const bool secondPass : {false, true}) {
     for (std::size_t i = 0; i < n; ++i) {
       const std::size_t u = candidates[i];
       eligible[i] = !history.excluded(u) && history.tried(u) == secondPass &&
                     states[u].health().eligible(now);
     }
-    for (int p; (p = choose(std::span<const bool>(eligible.get(), n))) >= 0;) {
+    for (int p; (p = choose(std::span<const bool>(eligible, n))) >= 0;) {
       if (tryCandidate(static_cast<std::size_t>(p), false)) return result;
       eligible[static_cast<std::size_t>(p)] = false;
     }

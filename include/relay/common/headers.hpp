@@ -24,13 +24,14 @@ struct HeaderField {
   std::string_view value;
 };
 
-// The fields of one head in one buffer: names and values back to back in
-// `text_`, each field an offset and two lengths — one allocation for the
-// bytes and one for the index however many fields arrive, where a string per
-// name and value cost an allocation for every one past 15 bytes.
+// The fields of one head in one block of memory: the index of fields (an
+// offset and two lengths each) at its start, the names and values back to
+// back after it — one allocation however many fields arrive, where a string
+// per name and value cost an allocation for every one past 15 bytes, and a
+// separate index one more per head.
 class Headers {
   struct Entry {
-    std::uint32_t at;  // name at text_[at], value right after it
+    std::uint32_t at;  // name at text()[at], value right after it
     std::uint32_t nameLength;
     std::uint32_t valueLength;
   };
@@ -61,11 +62,28 @@ class Headers {
 
    private:
     friend class Headers;
-    const_iterator(const Headers* owner, std::vector<Entry>::const_iterator at)
-        : owner_(owner), at_(at) {}
+    const_iterator(const Headers* owner, const Entry* at) : owner_(owner), at_(at) {}
     const Headers* owner_ = nullptr;
-    std::vector<Entry>::const_iterator at_;
+    const Entry* at_ = nullptr;
   };
+
+  Headers() = default;
+  Headers(const Headers& other);
+  Headers& operator=(const Headers& other);
+  Headers(Headers&& other) noexcept
+      : block_(std::move(other.block_)),
+        count_(std::exchange(other.count_, 0)),
+        entryCapacity_(std::exchange(other.entryCapacity_, 0)),
+        textSize_(std::exchange(other.textSize_, 0)),
+        textCapacity_(std::exchange(other.textCapacity_, 0)) {}
+  Headers& operator=(Headers&& other) noexcept {
+    block_ = std::move(other.block_);
+    count_ = std::exchange(other.count_, 0);
+    entryCapacity_ = std::exchange(other.entryCapacity_, 0);
+    textSize_ = std::exchange(other.textSize_, 0);
+    textCapacity_ = std::exchange(other.textCapacity_, 0);
+    return *this;
+  }
 
   // `name` is lowercased on the way in. `name` and `value` may be views into
   // this Headers itself.
@@ -73,10 +91,14 @@ class Headers {
   // Replaces every field called `name` with one.
   void set(std::string_view name, std::string_view value);
   void remove(std::string_view name);
-  // Removes every field for which `pred(field)` is true.
+  // Removes every field for which `pred(field)` is true (their bytes stay in
+  // the block: a view of a removed value stays valid until the block grows).
   template <class Pred>
   void removeIf(Pred pred) {
-    std::erase_if(entries_, [&](const Entry& e) { return pred(field(e)); });
+    Entry* const first = entries();
+    Entry* const last = first + count_;
+    Entry* kept = std::remove_if(first, last, [&](const Entry& e) { return pred(field(e)); });
+    count_ = static_cast<std::uint32_t>(kept - first);
   }
   // First value of `name` (lowercase), or nullopt.
   std::optional<std::string_view> find(std::string_view lowerName) const;
@@ -85,49 +107,37 @@ class Headers {
     return find(lowerName).value_or(std::string_view());
   }
 
-  const_iterator begin() const { return {this, entries_.begin()}; }
-  const_iterator end() const { return {this, entries_.end()}; }
-  std::size_t size() const { return entries_.size(); }
-  bool empty() const { return entries_.empty(); }
+  const_iterator begin() const { return {this, entries()}; }
+  const_iterator end() const { return {this, entries() + count_}; }
+  std::size_t size() const { return count_; }
+  bool empty() const { return count_ == 0; }
   // Room for `fields` fields of `bytes` bytes in all.
   void reserve(std::size_t fields, std::size_t bytes = 0) {
-    entries_.reserve(fields);
-    if (bytes > text_.capacity) text_.grow(bytes);
+    if (fields > entryCapacity_ || bytes > textCapacity_) {
+      regrow(std::max<std::size_t>(fields, entryCapacity_),
+             std::max<std::size_t>(bytes, textCapacity_));
+    }
   }
 
  private:
-  // The bytes of every field: a size, a capacity and the bytes (a
-  // std::string would check and terminate on every append). A copy holds
-  // just the bytes in use.
-  struct Text {
-    std::unique_ptr<char[]> bytes;
-    std::uint32_t size = 0;
-    std::uint32_t capacity = 0;
-
-    Text() = default;
-    Text(const Text& other);
-    Text& operator=(const Text& other);
-    Text(Text&& other) noexcept
-        : bytes(std::move(other.bytes)),
-          size(std::exchange(other.size, 0)),
-          capacity(std::exchange(other.capacity, 0)) {}
-    Text& operator=(Text&& other) noexcept {
-      bytes = std::move(other.bytes);
-      size = std::exchange(other.size, 0);
-      capacity = std::exchange(other.capacity, 0);
-      return *this;
-    }
-    void grow(std::size_t atLeast);
-    const char* data() const { return bytes.get(); }
-  };
+  // The block: entryCapacity_ entries, then textCapacity_ bytes of text.
+  Entry* entries() const { return reinterpret_cast<Entry*>(block_.get()); }
+  char* text() const { return block_.get() + std::size_t{entryCapacity_} * sizeof(Entry); }
+  // A new block with room for `fields` entries and `bytes` of text, holding
+  // what this one holds.
+  void regrow(std::size_t fields, std::size_t bytes);
 
   HeaderField field(const Entry& e) const {
-    const char* at = text_.data() + e.at;
+    const char* at = text() + e.at;
     return {std::string_view(at, e.nameLength), std::string_view(at + e.nameLength, e.valueLength)};
   }
 
-  Text text_;
-  std::vector<Entry> entries_;
+  // (operator new[] of char: aligned for any fundamental type, so for Entry)
+  std::unique_ptr<char[]> block_;
+  std::uint32_t count_ = 0;
+  std::uint32_t entryCapacity_ = 0;
+  std::uint32_t textSize_ = 0;
+  std::uint32_t textCapacity_ = 0;
 };
 
 // `s` without leading and trailing spaces and tabs (HTTP's optional whitespace).

@@ -21,13 +21,14 @@
 #include <string_view>
 
 #include "relay/common/headers.hpp"
+#include "relay/common/inline_string.hpp"
 
 namespace relay {
 
 // The fields of a traceparent value that passed validation.
 struct Traceparent {
-  std::string traceId;   // 32 lowercase hex digits, not all zero
-  std::string parentId;  // 16 lowercase hex digits, not all zero
+  InlineString<32> traceId;   // 32 lowercase hex digits, not all zero
+  InlineString<16> parentId;  // 16 lowercase hex digits, not all zero
   std::uint8_t flags = 0;
 };
 
@@ -57,16 +58,17 @@ std::string newSpanId();
 
 // The gateway's place in a trace, for one request.
 struct TraceContext {
-  std::string traceId;     // 32 hex: the caller's, or a new one
-  std::string spanId;      // 16 hex: the gateway's own span for this request
-  std::string parentId;    // the caller's span id; "" when the trace started here
-  std::uint8_t flags = 1;  // the caller's (only the sampled bit is kept), or 01
-  std::string tracestate;  // validated; "" = none to pass on
+  // (Held inline: a request makes these without a heap allocation.)
+  InlineString<32> traceId;   // 32 hex: the caller's, or a new one
+  InlineString<16> spanId;    // 16 hex: the gateway's own span for this request
+  InlineString<16> parentId;  // the caller's span id; "" when the trace started here
+  std::uint8_t flags = 1;     // the caller's (only the sampled bit is kept), or 01
+  std::string tracestate;     // validated; "" = none to pass on
 
   bool continued() const { return !parentId.empty(); }
   // "00-<traceId>-<spanId>-<flags>": what upstreams get (the gateway's span is
   // their parent) and what the caller gets back in the response's traceparent.
-  std::string traceparent() const;
+  InlineString<55> traceparent() const;
 };
 
 // The request's trace: the caller's continued when its traceparent is valid

@@ -38,7 +38,6 @@ struct GateAsk {
   bool holdSlot = true;         // a concurrency slot while it runs (not for an MCP GET stream)
   // No cost of its own (MCP): refused only once the budget is spent.
   bool refuseWhenSpent = false;
-  std::string requestId;  // makes a shared settlement idempotent
 };
 
 // Called with the share of a budget cap now spent when a settlement carried

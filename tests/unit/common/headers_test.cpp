@@ -115,5 +115,43 @@ TEST(Headers, AddsFromItsOwnFieldsWhileGrowing) {
   EXPECT_EQ(fieldsOf(h), (std::vector<std::pair<std::string, std::string>>{{"first", big}}));
 }
 
+// The index and the text share one block and grow apart: many short fields
+// outgrow the index before the text, one long one the text before the index.
+// Every field stays in order through each growth, after removals, and in a
+// copy (which holds just what is in use).
+TEST(Headers, HoldsManyFieldsThroughEachGrowth) {
+  Headers h;
+  std::vector<std::pair<std::string, std::string>> expected;
+  for (int i = 0; i < 100; ++i) {
+    expected.emplace_back("f" + std::to_string(i), "v" + std::to_string(i));
+    h.add(expected.back().first, expected.back().second);
+    if (i == 40) {
+      expected.emplace_back("long", std::string(2000, 'l'));
+      h.add("Long", expected.back().second);
+    }
+  }
+  ASSERT_EQ(fieldsOf(h), expected);
+  for (const auto& [name, value] : expected)
+    ASSERT_EQ(h.get(name), value);
+  h.removeIf([](const HeaderField& f) { return f.name.size() == 3 && f.name[1] == '5'; });
+  std::erase_if(expected, [](const auto& f) { return f.first.size() == 3 && f.first[1] == '5'; });
+  Headers copy(h);
+  ASSERT_EQ(fieldsOf(copy), expected);
+  copy.add("after", "copy");
+  EXPECT_EQ(copy.get("after"), "copy");
+  EXPECT_EQ(copy.get("f99"), "v99");
+
+  Headers reserved;
+  reserved.reserve(3, 10);
+  reserved.add("a", "1");
+  reserved.reserve(2);  // never shrinks
+  reserved.add("b", "2");
+  reserved.add("c", "3");
+  reserved.add("d", std::string(100, '4'));
+  EXPECT_EQ(fieldsOf(reserved),
+            (std::vector<std::pair<std::string, std::string>>{
+                {"a", "1"}, {"b", "2"}, {"c", "3"}, {"d", std::string(100, '4')}}));
+}
+
 }  // namespace
 }  // namespace relay

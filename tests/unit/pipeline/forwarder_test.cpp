@@ -181,7 +181,7 @@ class Fixture {
     EXPECT_FALSE(readChatRequest(exchange.body, plan.fields));
     plan.route = snap.catalog.route(plan.fields.model);
     EXPECT_NE(plan.route, nullptr);
-    ChatRecord record(snap, exchange, "req-1", SteadyClock::now());
+    ChatRecord record(snap, exchange, RequestId("req-1"), SteadyClock::now());
     if (callerLeaves) client.onSend = [this](std::size_t) { sink_.gone = true; };
 
     ForwardRequest request{client, exchange, plan, record, hops, SteadyClock::now(), {}};

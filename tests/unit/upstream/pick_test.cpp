@@ -51,6 +51,31 @@ TEST(Pick, FollowsTheWeights) {
   EXPECT_EQ(counts, (std::map<std::size_t, int>{{0, 30}, {1, 20}, {2, 10}}));
 }
 
+// The eligibility flags live on the stack up to 64 candidates and on the
+// heap beyond: on both sides of that line every candidate is reachable and
+// an excluded one never picked.
+TEST(Pick, PoolsOfEverySizeAroundTheOnStackBound) {
+  for (const std::size_t n :
+       {std::size_t{1}, std::size_t{63}, std::size_t{64}, std::size_t{65}, std::size_t{200}}) {
+    UpstreamStates states(std::vector<UpstreamOptions>(n, plain()));
+    SmoothWeightedSelector selector(std::vector<std::uint32_t>(n, 1));
+    AttemptHistory history(n);
+    std::vector<std::size_t> candidates(n);
+    for (std::size_t i = 0; i < n; ++i)
+      candidates[i] = i;
+    if (n > 1) history.exclude(n - 1);
+    std::map<std::size_t, int> counts;
+    for (std::size_t i = 0; i < 2 * n; ++i) {
+      PickResult r = pickUpstream(states, selector, candidates, history, false, at(0));
+      ASSERT_TRUE(r.lease) << n;
+      ++counts[r.lease->upstream];
+      r.lease->report(HealthVerdict::kSuccess, at(0));
+    }
+    EXPECT_EQ(counts.size(), n > 1 ? n - 1 : 1) << "every candidate but the excluded one, of " << n;
+    if (n > 1) EXPECT_EQ(counts.count(n - 1), 0u) << n;
+  }
+}
+
 TEST(Pick, PrefersUpstreamsTheRequestHasNotTried) {
   Pool pool;
   pool.history.recordAttempt(0);
