@@ -127,8 +127,9 @@ void Headers::add(std::string_view name, std::string_view value) {
                                    : std::max<std::size_t>(12, std::size_t{entryCapacity_} * 2);
     std::size_t bytes = textCapacity_;
     if (bytes - textSize_ < need) {
-      bytes = std::max<std::size_t>(std::size_t{textSize_} + need,
-                                    textCapacity_ == 0 ? 512 : std::size_t{textCapacity_} * 2);
+      bytes =
+          std::max<std::size_t>(std::size_t{textSize_} + need,
+                                textCapacity_ == 0 ? kFirstText : std::size_t{textCapacity_} * 2);
     }
     regrow(fields, bytes);
   }

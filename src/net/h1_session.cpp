@@ -119,12 +119,17 @@ class H1Session final : public ResponseSink,
     if (gone_ || started_) co_return false;
     started_ = true;
     finished_ = true;
-    std::string h = serializeHead(head, body.size(), false);
-    std::array<asio::const_buffer, 2> bufs{asio::buffer(h), asio::buffer(body)};
+    // The head is made in the thread's buffer and, nearly always, written
+    // at once; what waits for room leaves it for a string of this frame.
+    std::string& scratch = headScratch();
+    serializeHead(head, body.size(), false, scratch);
+    std::array<asio::const_buffer, 2> bufs{asio::buffer(scratch), asio::buffer(body)};
     if (isHead_) bufs[1] = asio::const_buffer();
     std::size_t written = 0;
     const WriteNow now = writeNow(bufs, written);
     if (now != WriteNow::kPartial) co_return now == WriteNow::kDone;
+    std::string h = scratch;
+    bufs[0] = asio::buffer(h);
     co_return co_await writeRest(bufs, written);
   }
 
@@ -132,7 +137,8 @@ class H1Session final : public ResponseSink,
     if (gone_ || started_) co_return false;
     started_ = true;
     chunked_ = !isHead_ && head.status >= 200 && head.status != 204 && head.status != 304;
-    std::string h = serializeHead(head, 0, true);
+    std::string h;
+    serializeHead(head, 0, true, h);
     if (head.withFirstBytes && chunked_) {
       heldHead_ = std::move(h);  // leaves with the first body bytes
       co_return true;
@@ -480,12 +486,14 @@ class H1Session final : public ResponseSink,
            " bytes (server.max_request_bytes)";
   }
 
-  std::string serializeHead(const ResponseHead& head, std::size_t contentLength, bool streamed) {
+  // The answer's head into `out` (cleared first).
+  void serializeHead(const ResponseHead& head, std::size_t contentLength, bool streamed,
+                     std::string& out) {
     // The body was not read whole: the next request cannot be found, so this
     // answer is the connection's last.
     if (exchangeActive_ && !bodyComplete_) keepAlive_ = false;
     using namespace std::string_view_literals;
-    std::string out;
+    out.clear();
     out.reserve(256 + head.headers.size() * 48);
     char digits[24];
     auto [statusEnd, statusEc] = std::to_chars(digits, digits + sizeof digits, head.status);
@@ -509,7 +517,14 @@ class H1Session final : public ResponseSink,
       out.append(keepAliveHint_);
     }
     out.append("\r\n"sv);
-    return out;
+  }
+
+  // The thread's buffer for answer heads (see respond()); kept unless a huge
+  // head made it grow past 16 KiB.
+  static std::string& headScratch() {
+    thread_local std::string scratch;
+    if (scratch.capacity() > 16 * 1024) std::string().swap(scratch);
+    return scratch;
   }
 
   enum class WriteNow {

@@ -43,7 +43,8 @@ net::Task<bool> probe(upstream::ClientPool& clients, const Snapshot& snap, std::
   const upstream::UpstreamInfo& info = snap.catalog.upstreams()[u];
   upstream::OutgoingRequest req;
   req.method = "GET";
-  req.path = info.target.path("/models");
+  const std::string path = info.target.path("/models");  // outlives the send
+  req.path = path;
   req.headers.add("authorization", info.authorization);
   req.headers.add("user-agent", "kimi-relay-health");
   upstream::Deadlines d;

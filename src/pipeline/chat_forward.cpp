@@ -393,8 +393,7 @@ class Forwarder {
                        ChatRewrite{candidate.upstreamModel, true}, body_);
     upstream::OutgoingRequest out;
     out.method = "POST";
-    out.path = info.target.path(req_.plan.api == ModelApi::kEmbeddings ? "/embeddings"
-                                                                       : "/chat/completions");
+    out.path = req_.plan.api == ModelApi::kEmbeddings ? info.embeddingsPath : info.chatPath;
     out.sharedHead = forwardHead_;
     out.authorization = info.authorization;
     out.body = body_;

@@ -2,9 +2,9 @@
 #include <algorithm>
 
 #include "relay/admission/token_estimate.hpp"
-#include "relay/telemetry/cost.hpp"
 #include "relay/pipeline/chat.hpp"
 #include "relay/pipeline/steps.hpp"
+#include "relay/telemetry/cost.hpp"
 
 namespace relay::pipeline {
 namespace {
@@ -39,9 +39,9 @@ namespace {
 std::optional<ApiError> checkRequest(const Snapshot& snap, const net::Exchange& ex,
                                      ChatPlan& plan) {
   const admission::Tenant& tenant = *plan.tenant;
-  std::optional<ChatRequestError> bad = plan.api == ModelApi::kEmbeddings
-                                            ? readEmbeddingsRequest(ex.body, plan.fields, plan.tokenIds)
-                                            : readChatRequest(ex.body, plan.fields);
+  std::optional<ChatRequestError> bad =
+      plan.api == ModelApi::kEmbeddings ? readEmbeddingsRequest(ex.body, plan.fields, plan.tokenIds)
+                                        : readChatRequest(ex.body, plan.fields);
   if (bad)
     return ApiError{400, std::move(bad->message), "invalid_request_error", "",
                     std::move(bad->param)};
@@ -86,8 +86,9 @@ void askFor(const Snapshot& snap, ChatPlan& plan) {
                                                 static_cast<std::int64_t>(completionCap)});
   plan.ask.tenant = plan.tenant;
   plan.ask.tokens = reserve;
-  plan.ask.budget = admission::BudgetAsk{static_cast<admission::NanoUsd>((maxCost.picoUsd + 999) / 1000),
-                                         plan.promptEstimate, completionCap};
+  plan.ask.budget =
+      admission::BudgetAsk{static_cast<admission::NanoUsd>((maxCost.picoUsd + 999) / 1000),
+                           plan.promptEstimate, completionCap};
 }
 
 }  // namespace

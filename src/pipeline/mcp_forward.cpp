@@ -54,7 +54,9 @@ net::Task<McpSent> sendMcp(McpUpstreams& upstreams, McpServerRoute& server, McpS
       }
     }
     const McpInstance& target = server.instances[instance];
-    out.path = target.target.basePath.empty() ? "/" : target.target.basePath;
+    // (views on both sides: a std::string result would be a temporary)
+    out.path = target.target.basePath.empty() ? std::string_view("/")
+                                              : std::string_view(target.target.basePath);
     sent.instance = instance;
     sent.attempts = attempt + 1;
     sent.failure = {};

@@ -20,6 +20,8 @@ Catalog::Catalog(const std::vector<config::Upstream>& upstreams) {
     info.authorization = "Bearer " + u.apiKey;
     info.caFile = u.caFile;
     info.config = &u;
+    info.chatPath = info.target.path("/chat/completions");
+    info.embeddingsPath = info.target.path("/embeddings");
     upstreams_.push_back(std::move(info));
     for (const auto& [clientModel, upstreamModel] : u.models) {
       byModel[clientModel].push_back(

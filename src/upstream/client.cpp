@@ -60,9 +60,10 @@ std::shared_ptr<asio::ssl::context> makeClientTlsContext(const std::string& caFi
   return ctx;
 }
 
-std::string serializeRequest(const OutgoingRequest& req, const Target& target) {
+// The request head into `out` (cleared first).
+void serializeRequest(const OutgoingRequest& req, const Target& target, std::string& out) {
   using namespace std::string_view_literals;
-  std::string out;
+  out.clear();
   out.reserve(256 + req.sharedHead.size() + req.headers.size() * 64);
   out.append(req.method).append(" "sv).append(req.path).append(" HTTP/1.1\r\n"sv);
   appendField(out, "host"sv, target.hostHeader);
@@ -76,7 +77,16 @@ std::string serializeRequest(const OutgoingRequest& req, const Target& target) {
     appendField(out, "content-length"sv, std::string_view(digits, end - digits));
   }
   out.append("\r\n"sv);
-  return out;
+}
+
+// The thread's buffer for request heads: a head is made in it and written at
+// once, so one buffer serves every request of the thread (kept unless a huge
+// head made it grow past 16 KiB). A head that does not go whole at once
+// leaves it for its own string before the coroutine waits.
+std::string& headScratch() {
+  thread_local std::string scratch;
+  if (scratch.capacity() > 16 * 1024) std::string().swap(scratch);
+  return scratch;
 }
 
 // One non-blocking sendmsg of `bufs`: the bytes it took (0 when the socket
@@ -245,8 +255,10 @@ class ResponseStreamImpl final : public ResponseStream {
     watchdog_.set(earliest(firstByteBy, deadlines_.total), firstByteBy < deadlines_.total
                                                                ? FailureKind::kFirstByteTimeout
                                                                : FailureKind::kTotalTimeout);
-    std::string head = serializeRequest(req, target);
-    std::array<asio::const_buffer, 2> bufs{asio::buffer(head), asio::buffer(req.body)};
+    std::string& scratch = headScratch();
+    serializeRequest(req, target, scratch);
+    const std::size_t headSize = scratch.size();
+    std::array<asio::const_buffer, 2> bufs{asio::buffer(scratch), asio::buffer(req.body)};
     // Plain TCP: one sendmsg now, which nearly always takes the whole
     // request, and no round through the scheduler; what did not fit (and
     // every TLS write) goes through the asynchronous write.
@@ -256,7 +268,11 @@ class ResponseStreamImpl final : public ResponseStream {
       requestBytesWritten_ = sendNow(conn_->plain->native_handle(), bufs, sec);
       if (sec) co_return fail(FailureKind::kReset, sec.message());
     }
-    if (requestBytesWritten_ < head.size() + req.body.size()) {
+    if (requestBytesWritten_ < headSize + req.body.size()) {
+      // The rest waits for room: the head leaves the thread's buffer, which
+      // another request may use meanwhile.
+      std::string head = scratch;
+      bufs[0] = asio::buffer(head);
       beast::buffers_suffix<std::array<asio::const_buffer, 2>> rest(bufs);
       rest.consume(requestBytesWritten_);
       auto [wec, wn] =

@@ -111,8 +111,10 @@ class Headers {
   const_iterator end() const { return {this, entries() + count_}; }
   std::size_t size() const { return count_; }
   bool empty() const { return count_ == 0; }
-  // Room for `fields` fields of `bytes` bytes in all.
-  void reserve(std::size_t fields, std::size_t bytes = 0) {
+  // Room for `fields` fields of `bytes` bytes in all (by default the text's
+  // first size, so that the first add does not move the block again).
+  static constexpr std::size_t kFirstText = 512;
+  void reserve(std::size_t fields, std::size_t bytes = kFirstText) {
     if (fields > entryCapacity_ || bytes > textCapacity_) {
       regrow(std::max<std::size_t>(fields, entryCapacity_),
              std::max<std::size_t>(bytes, textCapacity_));

@@ -18,6 +18,10 @@ struct UpstreamInfo {
   std::string authorization;  // "Bearer <api_key>"; a secret: never log or echo it
   std::string caFile;
   const config::Upstream* config = nullptr;
+  // target.path("/chat/completions") and target.path("/embeddings"), made
+  // once: every attempt sends one of them.
+  std::string chatPath;
+  std::string embeddingsPath;
 };
 
 struct Candidate {

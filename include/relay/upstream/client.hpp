@@ -58,7 +58,7 @@ struct Deadlines {
 
 struct OutgoingRequest {
   std::string_view method = "POST";
-  std::string path;  // "/v1/chat/completions"
+  std::string_view path;  // "/v1/chat/completions"; a view: it must outlive the send
   // End-to-end fields; host, content-length and framing are added.
   // `sharedHead` (optional, a view that must outlive the send) is written
   // first, as it is: field lines ("name: value\r\n" each, see appendField)

@@ -19,6 +19,8 @@
 #include <span>
 #include <vector>
 
+#include <boost/container/small_vector.hpp>
+
 #include "relay/upstream/balancer.hpp"
 #include "relay/upstream/selector.hpp"
 #include "relay/upstream/time.hpp"
@@ -54,7 +56,9 @@ class AttemptHistory {
   static constexpr std::uint8_t kTried = 1;
   static constexpr std::uint8_t kExcluded = 2;
   static constexpr std::uint8_t kBarred = 4;
-  std::vector<std::uint8_t> marks_;
+  // Inline for pools up to 32 upstreams: a request's history costs no
+  // allocation in any usual configuration.
+  boost::container::small_vector<std::uint8_t, 32> marks_;
   unsigned attempts_ = 0;
 };
 

@@ -153,5 +153,20 @@ TEST(Headers, HoldsManyFieldsThroughEachGrowth) {
                 {"a", "1"}, {"b", "2"}, {"c", "3"}, {"d", std::string(100, '4')}}));
 }
 
+// reserve(fields) makes room for the text too: a head of that many short
+// fields is built without the block moving (a view of the first stays put).
+TEST(Headers, ReservedRoomHoldsAHeadWithoutMoving) {
+  Headers h;
+  h.reserve(16);
+  h.add("x-request-id", "req_0123456789abcdef01234567");
+  const char* first = (*h.begin()).value.data();
+  for (int i = 1; i < 16; ++i)
+    h.add("x-ratelimit-field-" + std::to_string(i), std::to_string(i * 1000));
+  EXPECT_EQ((*h.begin()).value.data(), first);
+  h.add("one-more", "field");  // past the reservation: the block moves
+  EXPECT_NE((*h.begin()).value.data(), first);
+  EXPECT_EQ(h.get("x-request-id"), "req_0123456789abcdef01234567");
+}
+
 }  // namespace
 }  // namespace relay

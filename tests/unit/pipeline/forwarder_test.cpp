@@ -94,8 +94,8 @@ class ScriptedClient final : public upstream::UpstreamClient {
   net::Task<std::unique_ptr<upstream::ResponseStream>> send(
       std::size_t index, const upstream::OutgoingRequest& request, const upstream::Deadlines&,
       upstream::Failure& failure) override {
-    calls.push_back(
-        Call{index, request.path, std::string(request.body), std::string(request.authorization)});
+    calls.push_back(Call{index, std::string(request.path), std::string(request.body),
+                         std::string(request.authorization)});
     if (onSend) onSend(calls.size());
     if (script_.empty()) {
       ADD_FAILURE() << "attempt " << calls.size() << " was not in the script";
