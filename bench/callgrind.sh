@@ -5,6 +5,7 @@
 #
 #   bench/callgrind.sh                # 2,000 JSON requests, c=8
 #   MODE=sse bench/callgrind.sh       # 21-event SSE streams instead
+#   MODE=sse BURST=1 bench/callgrind.sh  # ... from an upstream that writes each stream at once
 #   LIMITS=1 bench/callgrind.sh       # the key with rpm, tpm and concurrency limits
 #                                     # (generous: every request passes them)
 #   N=5000 C=16 bench/callgrind.sh
@@ -25,7 +26,7 @@ bench_start
 rm -f "$out"*
 
 mock_port=28181 relay_port=28180
-bench_mock $mock_port
+bench_mock $mock_port ${BURST:+--coalesce}
 bench_relay_yaml "$work/relay.yaml" $relay_port $mock_port
 if [[ -n ${LIMITS:-} ]]; then
   sed -i "s|    sha256: \"$key_sha\"|    sha256: \"$key_sha\"\n    limits: {rpm: 100000000, tpm: 100000000000, concurrency: 100000}|" \
@@ -55,7 +56,8 @@ callgrind_control -d "$relay_pid" >/dev/null
 # The dump of the zeroed interval is the newest file written for the pid.
 dump=$(ls -t "$out"* | head -1)
 total=$(awk '/^summary:|^totals:/{print $2; exit}' "$dump")
-printf 'mode: %s%s, requests: %d, c=%d\ninstructions/request: %d\n' "$mode" "${LIMITS:+, with key limits}" "$n" "$clients" $((total / n))
+printf 'mode: %s%s%s, requests: %d, c=%d\ninstructions/request: %d\n' "$mode" "${BURST:+, whole stream in one write}" \
+  "${LIMITS:+, with key limits}" "$n" "$clients" $((total / n))
 if [[ -n ${TOP:-} ]]; then
   callgrind_annotate --inclusive=yes "$dump" 2>/dev/null | sed -n "1,$((TOP + 25))p" | tail -n "$TOP"
 fi

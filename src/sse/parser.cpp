@@ -94,6 +94,15 @@ void Parser::reset() {
 }
 
 ParseStatus Parser::parse() {
+  // Room for the events these bytes may hold, at once (a provider's chunk is
+  // 128 bytes or more): a read that brings a whole stream's events grows the
+  // lists once, not by doubling from one. Capped: what a read of tiny events
+  // needs beyond it still grows by doubling.
+  const std::size_t guess = std::min<std::size_t>((size_ - scanned_) / 128 + 1, 64);
+  if (events_.capacity() < guess) {
+    events_.reserve(guess);
+    spans_.reserve(guess);
+  }
   if (status_ == ParseStatus::kOk && skipBom()) scanLines();
   if (status_ == ParseStatus::kOk && size_ - complete_ > limits_.maxEventBytes) {
     status_ = ParseStatus::kEventTooLarge;
@@ -119,6 +128,11 @@ bool Parser::skipBom() {
 
 void Parser::scanLines() {
   const char* base = buffer_.get();
+  // Where the next CR is, at or after scanned_: searched for once and reused
+  // while lines end before it. A stream whose lines end in LF alone (every
+  // provider's) then costs one CR search per read, not one per line.
+  std::size_t nextCr = 0;
+  bool crKnown = false;
   while (scanned_ < size_) {
     if (skipLf_) {  // the LF of a CRLF whose CR ended the previous read
       skipLf_ = false;
@@ -129,7 +143,14 @@ void Parser::scanLines() {
         continue;
       }
     }
-    const std::size_t lineEnd = findLineEnd(base, scanned_, size_);
+    if (!crKnown || nextCr < scanned_) {
+      const void* cr = std::memchr(base + scanned_, '\r', size_ - scanned_);
+      nextCr = cr ? static_cast<std::size_t>(static_cast<const char*>(cr) - base) : size_;
+      crKnown = true;
+    }
+    const void* lf = std::memchr(base + scanned_, '\n', nextCr - scanned_);
+    const std::size_t lineEnd =
+        lf ? static_cast<std::size_t>(static_cast<const char*>(lf) - base) : nextCr;
     if (lineEnd == size_) {
       scanned_ = size_;  // an incomplete line: resume here, not at its start
       return;

@@ -152,6 +152,60 @@ TEST(SseParser, AcceptsLfCrlfAndCrLineEnds) {
   }
 }
 
+// Line ends of every kind, mixed at random in one stream, against a
+// reference that splits lines the plain way (WHATWG: CRLF, then CR, then
+// LF) and joins data lines by hand. The parser looks for a CR once per run
+// of lines that end in LF alone: streams that mix the two must find every
+// line end all the same, whole and in reads of every size.
+TEST(SseParser, MixedLineEndsMatchAPlainReference) {
+  std::uint64_t seed = 0x9e3779b97f4a7c15ULL;
+  auto next = [&seed] {
+    seed ^= seed << 13;
+    seed ^= seed >> 7;
+    seed ^= seed << 17;
+    return seed;
+  };
+  const char* const kEnds[] = {"\n", "\r", "\r\n"};
+  for (int round = 0; round < 200; ++round) {
+    std::string stream;
+    std::vector<std::string> expectedData;  // per dispatched event
+    const int events = 1 + static_cast<int>(next() % 6);
+    for (int e = 0; e < events; ++e) {
+      const int lines = 1 + static_cast<int>(next() % 3);
+      std::string data;
+      for (int l = 0; l < lines; ++l) {
+        const std::string value =
+            "v" + std::to_string(next() % 1000) + std::string(next() % 40, 'x');
+        stream += "data: " + value + kEnds[next() % 3];
+        data += (l ? "\n" : "") + value;
+      }
+      // The blank line. After a line that ended in CR, an LF would join it
+      // as one CRLF rather than end the event: CR or CRLF then.
+      stream += stream.back() == '\r' ? kEnds[1 + next() % 2] : kEnds[next() % 3];
+      expectedData.push_back(data);
+    }
+    // The last blank line must not be a lone CR that a later LF could
+    // extend: end with LF so the whole stream is complete.
+    stream += "\n";
+    for (const std::size_t piece :
+         {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{64}}) {
+      Relay relay;
+      if (piece == 0) {
+        ASSERT_EQ(relay.read(stream), ParseStatus::kOk);
+      } else {
+        for (std::size_t at = 0; at < stream.size(); at += piece)
+          ASSERT_EQ(relay.read(std::string_view(stream).substr(at, piece)), ParseStatus::kOk);
+      }
+      std::vector<std::string> data;
+      for (const Seen& seen : relay.events)
+        if (seen.dataLines > 0) data.push_back(seen.data);
+      ASSERT_EQ(data, expectedData)
+          << "round " << round << ", reads of " << piece << ": " << testing::PrintToString(stream);
+      ASSERT_EQ(relay.forwarded, stream) << "round " << round << ", reads of " << piece;
+    }
+  }
+}
+
 TEST(SseParser, CrAtTheEndOfOneReadAndLfAtTheStartOfTheNextAreOneLineEnd) {
   Relay relay;
   relay.read("data: a\r");
