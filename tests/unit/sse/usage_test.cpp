@@ -29,10 +29,20 @@ TEST(Usage, OrdinaryChunksAreSkippedWithoutParsing) {
   EXPECT_EQ(extractUsage(kOrdinaryChunk), std::nullopt);
 }
 
-// The pre-check looks for the key's 'g' first: every position of the key in
-// the payload, and every near miss around a 'g', still answers as a plain
-// search would.
+// The pre-check looks for the key's 'g' first: the key at every offset of
+// payloads of many lengths, and every near miss around a 'g', still answers
+// as a plain search would.
 TEST(Usage, PreCheckFindsTheKeyWhereverItIs) {
+  for (std::size_t before = 0; before < 40; ++before) {
+    for (std::size_t after = 0; after < 20; ++after) {
+      const std::string pad(before, 'x'), tail(after, 'y');
+      EXPECT_TRUE(mayContainUsage(pad + R"("usage":{)" + tail)) << before << " " << after;
+      EXPECT_TRUE(mayContainUsage(pad + "\"u\"u\"usage\" :\n{" + tail)) << before << " " << after;
+      EXPECT_FALSE(mayContainUsage(pad + R"("usage":[)" + tail)) << before << " " << after;
+      EXPECT_FALSE(mayContainUsage(pad + R"("usagE":{)" + tail)) << before << " " << after;
+      EXPECT_FALSE(mayContainUsage(pad + "\"u\"u\"u" + tail)) << before << " " << after;
+    }
+  }
   EXPECT_FALSE(mayContainUsage(""));
   EXPECT_FALSE(mayContainUsage("g"));
   EXPECT_FALSE(mayContainUsage(R"("usage")"));
