@@ -6,6 +6,7 @@
 #   bench/callgrind.sh                # 2,000 JSON requests, c=8
 #   MODE=sse bench/callgrind.sh       # 21-event SSE streams instead
 #   MODE=sse BURST=1 bench/callgrind.sh  # ... from an upstream that writes each stream at once
+#   NGINX=1 bench/callgrind.sh        # nginx as the proxy instead: the line (any MODE, BURST)
 #   LIMITS=1 bench/callgrind.sh       # the key with rpm, tpm and concurrency limits
 #                                     # (generous: every request passes them)
 #   N=5000 C=16 bench/callgrind.sh
@@ -32,8 +33,17 @@ if [[ -n ${LIMITS:-} ]]; then
   sed -i "s|    sha256: \"$key_sha\"|    sha256: \"$key_sha\"\n    limits: {rpm: 100000000, tpm: 100000000000, concurrency: 100000}|" \
     "$work/relay.yaml"
 fi
-valgrind --tool=callgrind ${VG_ARGS:-} --callgrind-out-file="$out" "$bin/kimi-relay" --config "$work/relay.yaml" \
-  >"$work/relay.log" 2>&1 &
+if [[ -n ${NGINX:-} ]]; then
+  # nginx's worker is the process measured: one process, in the foreground.
+  bench_need nginx
+  bench_nginx_conf "$work/nginx.conf" $relay_port $mock_port
+  sed -i '1i daemon off;' "$work/nginx.conf"
+  valgrind --tool=callgrind ${VG_ARGS:-} --callgrind-out-file="$out" nginx -c "$work/nginx.conf" -p "$work" \
+    >"$work/relay.log" 2>&1 &
+else
+  valgrind --tool=callgrind ${VG_ARGS:-} --callgrind-out-file="$out" "$bin/kimi-relay" --config "$work/relay.yaml" \
+    >"$work/relay.log" 2>&1 &
+fi
 relay_pid=$!
 pids+=($relay_pid)
 for _ in $(seq 300); do
@@ -56,7 +66,10 @@ callgrind_control -d "$relay_pid" >/dev/null
 # The dump of the zeroed interval is the newest file written for the pid.
 dump=$(ls -t "$out"* | head -1)
 total=$(awk '/^summary:|^totals:/{print $2; exit}' "$dump")
-printf 'mode: %s%s%s, requests: %d, c=%d\ninstructions/request: %d\n' "$mode" "${BURST:+, whole stream in one write}" \
+proxy=kimi-relay
+[[ -n ${NGINX:-} ]] && proxy=nginx
+printf 'proxy: %s, mode: %s%s%s, requests: %d, c=%d\ninstructions/request: %d\n' "$proxy" \
+  "$mode" "${BURST:+, whole stream in one write}" \
   "${LIMITS:+, with key limits}" "$n" "$clients" $((total / n))
 if [[ -n ${TOP:-} ]]; then
   callgrind_annotate --inclusive=yes "$dump" 2>/dev/null | sed -n "1,$((TOP + 25))p" | tail -n "$TOP"
