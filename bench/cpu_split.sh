@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# CPU per JSON request split into user and system time, kimi-relay against
+# nginx (and a reference build), in alternating rounds: which side of the
+# line the difference is on (method: ../docs/benchmarks.md).
+#
+#   bench/cpu_split.sh                        # 3 rounds of 5 s each, c=64
+#   ROUNDS=5 DURATION=8 bench/cpu_split.sh
+#   REF=build-ref-abc1234 bench/cpu_split.sh  # also that build (bench/run.sh --compare makes one)
+#
+# Same topology as bench/run.sh: each proxy pinned to CPU 1 with one worker,
+# the mock and h2load on CPU 0. Prints one line per proxy and round: user,
+# system and total µs per request (utime and stime of /proc/PID/stat), and
+# context switches per request.
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+duration=${DURATION:-5}
+bench_need h2load taskset nginx
+bench_cleanup_extra() {
+  [[ -f $work/nginx.pid ]] && kill "$(cat "$work/nginx.pid" 2>/dev/null)" 2>/dev/null || true
+}
+bench_start
+
+mock_port=28381 relay_port=28380 nginx_port=28382 ref_port=28383
+taskset -c 0 "$bin/kimi-relay-mock" --listen 127.0.0.1:$mock_port --name bench --api-key "$upstream_key" \
+  --workers 1 --chunks 19 --chunk-delay-ms 0 --no-record >"$work/mock.log" 2>&1 &
+pids+=($!)
+bench_relay_yaml "$work/relay.yaml" $relay_port $mock_port
+taskset -c 1 "$bin/kimi-relay" --config "$work/relay.yaml" >"$work/relay.log" 2>&1 &
+relay_pid=$!
+pids+=($relay_pid)
+ref_pid=
+if [[ -n ${REF:-} ]]; then
+  bench_relay_yaml "$work/ref.yaml" $ref_port $mock_port
+  taskset -c 1 "$REF/kimi-relay" --config "$work/ref.yaml" >"$work/ref.log" 2>&1 &
+  ref_pid=$!
+  pids+=($ref_pid)
+fi
+bench_nginx_conf "$work/nginx.conf" $nginx_port $mock_port
+sed -i '1i daemon off;' "$work/nginx.conf"
+taskset -c 1 nginx -c "$work/nginx.conf" -p "$work" >"$work/nginx.out" 2>&1 &
+nginx_pid=$!
+pids+=($nginx_pid)
+for port in $relay_port $nginx_port ${ref_pid:+$ref_port}; do
+  for _ in $(seq 100); do
+    curl -s --noproxy '*' -o /dev/null "http://127.0.0.1:$port/v1/models" && break
+    sleep 0.1
+  done
+done
+hz=$(getconf CLK_TCK)
+
+# measure NAME PORT PID: a warm-up, then one timed run.
+measure() {
+  local name=$1 port=$2 pid=$3
+  local -a load=(taskset -c 0 h2load --h1 -c 64 -d "$work/body.json" -H "Authorization: Bearer $key"
+    -H 'Content-Type: application/json' "http://127.0.0.1:$port/v1/chat/completions")
+  "${load[@]}" -D 2 >/dev/null 2>&1 || true
+  local u0 s0 u1 s1 c0 c1 n
+  read -r u0 s0 < <(awk '{print $14, $15}' "/proc/$pid/stat")
+  c0=$(awk '/ctxt_switches/{s += $2} END{print s}' "/proc/$pid/status")
+  "${load[@]}" -D "$duration" >"$work/out.txt" 2>&1 || true
+  read -r u1 s1 < <(awk '{print $14, $15}' "/proc/$pid/stat")
+  c1=$(awk '/ctxt_switches/{s += $2} END{print s}' "/proc/$pid/status")
+  n=$(awk '/^requests:/{print $8}' "$work/out.txt")
+  awk -v name="$name" -v n="${n:-0}" -v u=$((u1 - u0)) -v s=$((s1 - s0)) -v c=$((c1 - c0)) -v hz="$hz" 'BEGIN{
+    if (n == 0) { printf "%-10s no requests completed\n", name; exit }
+    printf "%-10s %8d requests  user %6.2f  system %6.2f  total %6.2f µs/request  %.3f context switches/request\n",
+      name, n, u / hz * 1e6 / n, s / hz * 1e6 / n, (u + s) / hz * 1e6 / n, c / n }'
+}
+
+echo "kimi-relay $("$bin/kimi-relay" --version | awk '{print $2}'), $(date -u +%Y-%m-%dT%H:%MZ), ${duration}s per run, c=64"
+for _ in $(seq "${ROUNDS:-3}"); do
+  measure kimi-relay $relay_port $relay_pid
+  [[ -n $ref_pid ]] && measure reference $ref_port $ref_pid
+  measure nginx $nginx_port $nginx_pid
+done
