@@ -230,7 +230,8 @@ bool Parser::keepAlive() const {
   // Transfer-Encoding in HTTP/1.0 is faulty framing (RFC 9112 §6.1): the
   // connection is not used again whatever it says.
   if (version_ < 11 && (flags_ & kTransferEncoding)) return false;
-  if (version_ >= 11) return (flags_ & kClose) == 0;
+  if (flags_ & kClose) return false;  // in HTTP/1.0 too, beside keep-alive (RFC 9112 §9.3)
+  if (version_ >= 11) return true;
   return (flags_ & kKeepAlive) != 0;
 }
 

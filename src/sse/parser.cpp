@@ -99,7 +99,7 @@ ParseStatus Parser::parse() {
   // lists once, not by doubling from one. Capped: what a read of tiny events
   // needs beyond it still grows by doubling.
   const std::size_t guess = std::min<std::size_t>((size_ - scanned_) / 128 + 1, 64);
-  if (events_.capacity() < guess) {
+  if (status_ == ParseStatus::kOk && events_.capacity() < guess) {
     events_.reserve(guess);
     spans_.reserve(guess);
   }

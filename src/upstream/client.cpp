@@ -481,7 +481,10 @@ class ResponseStreamImpl final : public ResponseStream {
   }
 
   Task<bool> readAll(std::string& out, std::uint64_t limit) override {
-    if (auto len = parser_->contentLength()) {
+    // A length the head declares for a body still to come. An answer to
+    // which no body belongs (204, 304) may declare one too, for the body it
+    // would have had: that is neither room to make nor over the limit.
+    if (auto len = parser_->contentLength(); len && !parser_->done()) {
       if (*len > limit) co_return tooLarge(limit);
       out.reserve(out.size() + *len);
     }

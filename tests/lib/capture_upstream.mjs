@@ -11,7 +11,7 @@
 // x-upstream-hop, Keep-Alive, Proxy-Connection, chunked Transfer-Encoding), so
 // a test can also check that none of them reaches the caller.
 //
-//   startCaptureUpstream({interim, errorWithTrailer, headBytes, endlessHead})
+//   startCaptureUpstream({interim, errorWithTrailer, headBytes, endlessHead, noBodyLength})
 //     -> {url, port, hostPort, requests, closedByPeer(), close()}
 //     requests  [{requestLine, method, target, headers: [[name, value]], body}]
 //     interim           how many "103 Early Hints" heads come first (true = 1);
@@ -25,6 +25,9 @@
 //     endlessHead       the answer is a status line followed by header field
 //                       lines that never end, written for as long as the
 //                       connection stays open
+//     noBodyLength      the answer is a 204 No Content whose Content-Length
+//                       declares this many bytes (allowed: no body belongs
+//                       to a 204, whatever the fields say)
 //     closedByPeer()    resolves once a connection the upstream wrote to was
 //                       closed by the other side, with the bytes written to it
 
@@ -116,6 +119,7 @@ export async function startCaptureUpstream({
   errorWithTrailer = '',
   headBytes = 0,
   endlessHead = false,
+  noBodyLength = 0,
 } = {}) {
   const requests = [];
   const sockets = new Set();
@@ -162,6 +166,14 @@ export async function startCaptureUpstream({
           continue;
         }
         const id = request.headers.find(([n]) => n.toLowerCase() === 'x-request-id')?.[1];
+        if (noBodyLength) {
+          socket.write(
+            `HTTP/1.1 204 No Content\r\nContent-Length: ${noBodyLength}\r\n` +
+              (id ? `X-Request-Id: ${id}\r\n` : '') +
+              '\r\n',
+          );
+          continue;
+        }
         const half = Math.floor(body.length / 2);
         const chunk = (b) => Buffer.concat([Buffer.from(`${b.length.toString(16)}\r\n`), b, Buffer.from('\r\n')]);
         const head =

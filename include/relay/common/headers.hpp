@@ -86,7 +86,9 @@ class Headers {
   }
 
   // `name` is lowercased on the way in. `name` and `value` may be views into
-  // this Headers itself.
+  // this Headers itself. Index and text share one block: an add that
+  // outgrows either moves both, and every view into this Headers (a
+  // HeaderField, a find() result) then dangles.
   void add(std::string_view name, std::string_view value);
   // Replaces every field called `name` with one.
   void set(std::string_view name, std::string_view value);
@@ -112,7 +114,8 @@ class Headers {
   std::size_t size() const { return count_; }
   bool empty() const { return count_ == 0; }
   // Room for `fields` fields of `bytes` bytes in all (by default the text's
-  // first size, so that the first add does not move the block again).
+  // first size, so that the first add does not move the block again). When
+  // it grows the block, views into this Headers dangle, as after add().
   static constexpr std::size_t kFirstText = 512;
   void reserve(std::size_t fields, std::size_t bytes = kFirstText) {
     if (fields > entryCapacity_ || bytes > textCapacity_) {

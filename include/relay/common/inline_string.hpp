@@ -39,9 +39,12 @@ class InlineString {
     return bytes_;
   }
 
-  operator std::string_view() const {
-    return {bytes_, size_};
-  }  // NOLINT(google-explicit-constructor)
+  // A view of the bytes inside this object: it dies with the object (and a
+  // move does not carry it along, unlike a long std::string's). Keep the
+  // object, not the view, of a temporary: `std::string_view v =
+  // trace.traceparent();` dangles.
+  // NOLINTNEXTLINE(google-explicit-constructor)
+  operator std::string_view() const { return {bytes_, size_}; }
   std::string_view view() const { return {bytes_, size_}; }
   const char* data() const { return bytes_; }
   std::size_t size() const { return size_; }

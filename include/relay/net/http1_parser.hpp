@@ -48,6 +48,9 @@
 //     unfolded, as Beast did;
 //   - Transfer-Encoding in HTTP/1.0 ends the connection after the message
 //     (RFC 9112 §6.1), and a 101 answer never goes back to a pool;
+//   - an HTTP/1.0 message whose Connection lists close is not reused even
+//     when it lists keep-alive too (RFC 9112 §9.3: close wins; Beast kept
+//     the connection);
 //   - a request head whose method is already not a token is refused before
 //     its end arrives (bytes of another protocol on a plaintext port).
 //

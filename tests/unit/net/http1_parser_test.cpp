@@ -438,6 +438,9 @@ TEST(Http1Parser, ConnectionPersistence) {
   EXPECT_FALSE(keepAlive("1.1", "Connection: keep-alive, Close\r\n"));
   EXPECT_FALSE(keepAlive("1.0", ""));
   EXPECT_TRUE(keepAlive("1.0", "Connection: Keep-Alive\r\n"));
+  // Close wins in HTTP/1.0 too, in one list or two fields (RFC 9112 §9.3).
+  EXPECT_FALSE(keepAlive("1.0", "Connection: keep-alive, close\r\n"));
+  EXPECT_FALSE(keepAlive("1.0", "Connection: keep-alive\r\nConnection: CLOSE\r\n"));
   Recorder bad(true);
   EXPECT_EQ(parseRequest("GET / HTTP/1.1\r\nConnection: a b\r\n\r\n", bad), Err::bad_value);
 
