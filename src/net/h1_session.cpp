@@ -48,6 +48,7 @@
 #include "h1_request_parser.hpp"
 #include "input_park.hpp"
 #include "relay/common/limits.hpp"
+#include "relay/common/thread_scratch.hpp"
 #include "relay/net/edge_read.hpp"
 #include "session_common.hpp"
 
@@ -56,6 +57,8 @@ namespace {
 
 namespace http = boost::beast::http;
 constexpr auto kTuple = asio::as_tuple(asio::use_awaitable);
+// The thread's buffer for answer heads (relay/common/thread_scratch.hpp).
+struct AnswerHeads;
 constexpr std::size_t kReadChunk = 16 * 1024;
 // Bytes read ahead of the parser (a pipelined request, the start of a body):
 // enough for a whole head on top of one read.
@@ -121,7 +124,7 @@ class H1Session final : public ResponseSink,
     finished_ = true;
     // The head is made in the thread's buffer and, nearly always, written
     // at once; what waits for room leaves it for a string of this frame.
-    std::string& scratch = headScratch();
+    std::string& scratch = threadScratch<AnswerHeads>();
     serializeHead(head, body.size(), false, scratch);
     std::array<asio::const_buffer, 2> bufs{asio::buffer(scratch), asio::buffer(body)};
     if (isHead_) bufs[1] = asio::const_buffer();
@@ -517,14 +520,6 @@ class H1Session final : public ResponseSink,
       out.append(keepAliveHint_);
     }
     out.append("\r\n"sv);
-  }
-
-  // The thread's buffer for answer heads (see respond()); kept unless a huge
-  // head made it grow past 16 KiB.
-  static std::string& headScratch() {
-    thread_local std::string scratch;
-    if (scratch.capacity() > 16 * 1024) std::string().swap(scratch);
-    return scratch;
   }
 
   enum class WriteNow {

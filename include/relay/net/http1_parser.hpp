@@ -1,6 +1,6 @@
 // HTTP/1.1 message framing (RFC 9112) for both directions: the caller's
 // requests (net/h1_session.cpp) and the upstreams' responses
-// (upstream/client.cpp).
+// (upstream/exchange.cpp).
 //
 // Why our own and not Beast's basic_parser: Beast parses a head field by
 // field as bytes arrive, looks every name up in its table of 300-odd known

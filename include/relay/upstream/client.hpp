@@ -5,7 +5,7 @@
 // piece by piece as it arrives (SSE needs that; its events are capped by the
 // stream transform), or whole up to a cap the caller gives; deadlines
 // for connect, first byte, idle-between-reads and total end an exchange with a
-// typed failure. Asio and Beast stay in client.cpp.
+// typed failure. Asio and Beast stay in client.cpp and exchange.cpp.
 #pragma once
 
 #include <chrono>
@@ -132,9 +132,8 @@ class ClientPool final : public UpstreamClient {
   Task<std::unique_ptr<ResponseStream>> send(std::size_t index, const OutgoingRequest& request,
                                              const Deadlines& deadlines, Failure& failure) override;
 
-  struct Impl;  // public so that response streams in client.cpp can hold it
-
  private:
+  struct Impl;  // the idle connections and TLS contexts (client.cpp)
   std::shared_ptr<Impl> impl_;
 };
 

@@ -1,0 +1,347 @@
+// One HTTP/1.1 exchange on an upstream connection (exchange.hpp): write the
+// request (one sendmsg on plain TCP), read the response head, then the body
+// piece by piece as it arrives.
+#include "exchange.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <charconv>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/ssl/error.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/core/buffers_suffix.hpp>
+#include <boost/beast/http/error.hpp>
+#include <openssl/ssl.h>
+
+#include "relay/common/limits.hpp"
+#include "relay/common/thread_scratch.hpp"
+#include "relay/net/edge_read.hpp"
+
+namespace relay::upstream {
+namespace {
+
+namespace http = boost::beast::http;
+namespace beast = boost::beast;
+constexpr auto kTuple = asio::as_tuple(asio::use_awaitable);
+
+// The thread's buffer for request heads (relay/common/thread_scratch.hpp).
+struct RequestHeads;
+
+// The request head into `out` (cleared first).
+void serializeRequest(const OutgoingRequest& req, const Target& target, std::string& out) {
+  using namespace std::string_view_literals;
+  out.clear();
+  out.reserve(256 + req.sharedHead.size() + req.headers.size() * 64);
+  out.append(req.method).append(" "sv).append(req.path).append(" HTTP/1.1\r\n"sv);
+  appendField(out, "host"sv, target.hostHeader);
+  out.append(req.sharedHead);
+  if (!req.authorization.empty()) appendField(out, "authorization"sv, req.authorization);
+  for (const HeaderField& f : req.headers)
+    appendField(out, f.name, f.value);
+  if (!req.body.empty() || req.method == "POST" || req.method == "PUT") {
+    char digits[24];
+    auto [end, ec] = std::to_chars(digits, digits + sizeof digits, req.body.size());
+    appendField(out, "content-length"sv, std::string_view(digits, end - digits));
+  }
+  out.append("\r\n"sv);
+}
+
+// One non-blocking sendmsg of `bufs`: the bytes it took (0 when the socket
+// had no room); `ec` set only for a real failure (the peer reset, ...).
+std::size_t sendNow(int fd, const std::array<asio::const_buffer, 2>& bufs,
+                    boost::system::error_code& ec) {
+  iovec iov[2];
+  std::size_t count = 0;
+  for (const asio::const_buffer& b : bufs) {
+    if (b.size() == 0) continue;
+    iov[count].iov_base = const_cast<void*>(b.data());
+    iov[count].iov_len = b.size();
+    ++count;
+  }
+  if (count == 0) return 0;
+  msghdr msg{};
+  msg.msg_iov = iov;
+  msg.msg_iovlen = count;
+  const ssize_t sent = ::sendmsg(fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+  if (sent >= 0) return static_cast<std::size_t>(sent);
+  if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+    ec.assign(errno, boost::system::system_category());
+  return 0;
+}
+
+}  // namespace
+
+Exchange::Exchange(std::shared_ptr<ConnectionHome> home, std::unique_ptr<Connection> conn,
+                   const Deadlines& deadlines)
+    : home_(std::move(home)),
+      conn_(std::move(conn)),
+      deadlines_(deadlines),
+      watchdog_(*conn_->watchdogs) {
+  watchdog_.watch(&conn_->socket());
+  newParser();
+}
+
+Task<bool> Exchange::exchangeHead(const OutgoingRequest& req, const Target& target) {
+  const Clock::time_point firstByteBy = Clock::now() + deadlines_.firstByte;
+  watchdog_.set(std::min(firstByteBy, deadlines_.total), firstByteBy < deadlines_.total
+                                                             ? FailureKind::kFirstByteTimeout
+                                                             : FailureKind::kTotalTimeout);
+  std::string& scratch = threadScratch<RequestHeads>();
+  serializeRequest(req, target, scratch);
+  const std::size_t headSize = scratch.size();
+  std::array<asio::const_buffer, 2> bufs{asio::buffer(scratch), asio::buffer(req.body)};
+  // Plain TCP: one sendmsg now, which nearly always takes the whole
+  // request, and no round through the scheduler; what did not fit (and
+  // every TLS write) goes through the asynchronous write.
+  requestBytesWritten_ = 0;
+  if (conn_->plain) {
+    boost::system::error_code sec;
+    requestBytesWritten_ = sendNow(conn_->plain->native_handle(), bufs, sec);
+    if (sec) co_return fail(FailureKind::kReset, sec.message());
+  }
+  if (requestBytesWritten_ < headSize + req.body.size()) {
+    // The rest waits for room: the head leaves the thread's buffer, which
+    // another request may use meanwhile.
+    std::string head = scratch;
+    bufs[0] = asio::buffer(head);
+    beast::buffers_suffix<std::array<asio::const_buffer, 2>> rest(bufs);
+    rest.consume(requestBytesWritten_);
+    auto [wec, wn] =
+        co_await conn_->visit([&](auto& s) { return asio::async_write(s, rest, kTuple); });
+    requestBytesWritten_ += wn;
+    if (wec) co_return fail(FailureKind::kReset, wec.message());
+  }
+  // An interim answer (100 Continue, 103 Early Hints) is followed by the
+  // final one on the same connection: read on to it. Left unread, that
+  // answer would reach whoever uses the connection next.
+  for (int interims = 0;;) {
+    boost::system::error_code ec = co_await readHead();
+    if (ec) {
+      if (ec == http::error::end_of_stream || ec == asio::error::eof ||
+          ec == asio::error::connection_reset || ec == asio::error::operation_aborted ||
+          ec == asio::error::bad_descriptor)
+        co_return fail(FailureKind::kReset, ec.message(), ec);
+      if (ec == http::error::header_limit)
+        co_return fail(FailureKind::kProtocol,
+                       "the upstream's response head is larger than " +
+                           std::to_string(kMaxHeadBytes) + " bytes",
+                       ec);
+      co_return fail(FailureKind::kProtocol, ec.message(), ec);
+    }
+    status_ = parser_->status();
+    if (status_ / 100 != 1 || status_ == 101) break;
+    if (++interims > kMaxInterimAnswers)
+      co_return fail(FailureKind::kProtocol,
+                     "more than " + std::to_string(kMaxInterimAnswers) + " interim (1xx) answers");
+    headers_ = Headers{};
+    newParser();
+  }
+  // From here on one put() takes every chunk the buffer holds (before the
+  // head, it must stop there: no body sink is set yet).
+  parser_->eager(true);
+  co_return true;
+}
+
+void Exchange::abort() {
+  aborted_ = true;
+  if (!conn_) return;
+  boost::system::error_code ignored;
+  conn_->socket().close(ignored);
+}
+
+Task<bool> Exchange::read(std::string& out) {
+  std::size_t got = 0;
+  while (!done_) {
+    // What is buffered first: a burst arrives as many chunks in one socket
+    // read, and one read() returns all of it.
+    if (auto ec = parseBuffered(out, got)) {
+      fail(FailureKind::kReset, ec.message(), ec);
+      co_return false;
+    }
+    if (parser_->done()) {
+      finishBody();  // the body's end came with these bytes (or before)
+      co_return got > 0;
+    }
+    if (got > 0) {
+      // Until the next read, time passes at the caller's pace (a slow
+      // reader, a closed window), not the upstream's: only the total
+      // deadline runs.
+      watchdog_.set(deadlines_.total, FailureKind::kTotalTimeout);
+      co_return true;
+    }
+    auto now = Clock::now();
+    bool idleFirst = now + deadlines_.idle < deadlines_.total;
+    watchdog_.set(std::min(now + deadlines_.idle, deadlines_.total),
+                  idleFirst ? FailureKind::kIdleTimeout : FailureKind::kTotalTimeout);
+    boost::system::error_code ec;
+    if (conn_->tls) {
+      // TLS may hold decrypted bytes the socket no longer signals: read
+      // through the stream, into the connection's buffer.
+      auto [rec, n] = co_await conn_->tls->async_read_some(
+          conn_->buffer.prepare(Connection::kReadBytes), kTuple);
+      conn_->buffer.commit(n);
+      if (n == 0) ec = rec;
+    } else {
+      // Plain TCP: an edge read (relay/net/edge_read.hpp). While it waits
+      // it holds no buffer (an open stream between events costs its socket
+      // only); parseBuffered() above takes what it brought and gives the
+      // buffer back.
+      auto [rec, n] =
+          co_await net::asyncEdgeRead(*conn_->plain, conn_->buffer, Connection::kReadBytes, kTuple);
+      if (n == 0) ec = rec;
+    }
+    if (ec == asio::error::eof && conn_->buffer.size() == 0) {
+      // A body that runs to the connection's close ends here; any other
+      // is cut short.
+      boost::system::error_code eofEc;
+      parser_->putEof(eofEc);
+      if (eofEc) {
+        fail(FailureKind::kReset, eofEc.message(), eofEc);
+        co_return false;
+      }
+      continue;
+    }
+    if (ec) {
+      fail(FailureKind::kReset, ec.message(), ec);
+      co_return false;
+    }
+  }
+  co_return false;
+}
+
+// Reads one head. What the connection buffer holds is parsed first; then,
+// on plain TCP, one edge read into it (one recv per arrival), and on TLS
+// one read through the stream (it may hold decrypted bytes the socket no
+// longer signals). Errors as Beast's read gave them: end_of_stream when the
+// upstream closed before a byte, partial_message within the head.
+//
+// The bound is on the whole head, however it arrives: the parser takes
+// nothing of a head until it has ended, and a head that has not ended
+// within kMaxHeadBytes is header_limit, one byte over or a megabyte.
+Task<boost::system::error_code> Exchange::readHead() {
+  for (;;) {
+    if (conn_->buffer.size() > 0) {
+      boost::system::error_code ec;
+      const std::size_t used = parser_->put(net::bufferView(conn_->buffer), ec);
+      conn_->buffer.consume(used);
+      if (ec != http::error::need_more) co_return ec;  // the head, or what is wrong with it
+    }
+    std::size_t n = 0;
+    boost::system::error_code rec;
+    if (conn_->plain) {
+      auto [pec, pn] =
+          co_await net::asyncEdgeRead(*conn_->plain, conn_->buffer, Connection::kReadBytes, kTuple);
+      n = pn;
+      rec = pec;
+    } else {
+      auto [tec, tn] = co_await conn_->tls->async_read_some(
+          conn_->buffer.prepare(Connection::kReadBytes), kTuple);
+      conn_->buffer.commit(tn);
+      n = tn;
+      rec = tec;
+    }
+    if (n > 0) continue;
+    if (rec == asio::error::eof || rec == asio::ssl::error::stream_truncated) {
+      if (!parser_->gotSome()) co_return http::error::end_of_stream;
+      boost::system::error_code ec;
+      parser_->putEof(ec);
+      co_return ec ? ec : http::error::partial_message;
+    }
+    if (rec) co_return rec;
+  }
+}
+
+void Exchange::newParser() {
+  parser_.emplace(headers_);
+  parser_->headerLimit(kMaxHeadBytes);
+  parser_->bodyLimit(std::nullopt);  // SSE streams have no end we could cap
+}
+
+// Parses the bytes in the connection's buffer into `out` (adding their
+// count to `got`) without waiting for more.
+boost::system::error_code Exchange::parseBuffered(std::string& out, std::size_t& got) {
+  if (conn_->buffer.size() == 0) return {};
+  boost::system::error_code ec;
+  conn_->buffer.consume(parse(net::bufferView(conn_->buffer), out, got, ec));
+  // On plain TCP an emptied buffer gives its memory back (the next edge
+  // read prepares it again when bytes arrive); TLS reads into it every time.
+  if (conn_->buffer.size() == 0 && !conn_->tls) conn_->buffer.shrink_to_fit();
+  return ec;
+}
+
+// Body bytes of `in` into `out` (the parser appends them as it goes).
+// Returns the bytes of `in` used.
+std::size_t Exchange::parse(std::string_view in, std::string& out, std::size_t& got,
+                            boost::system::error_code& error) {
+  const std::size_t before = out.size();
+  parser_->bodyTo(&out);
+  std::size_t usedTotal = 0;
+  while (!parser_->done() && in.size() > 0) {
+    boost::system::error_code ec;
+    const std::size_t used = parser_->put(in, ec);
+    in.remove_prefix(used);
+    usedTotal += used;
+    if (ec == http::error::need_more) break;
+    if (ec) {
+      error = ec;
+      break;
+    }
+    if (used == 0) break;
+  }
+  parser_->bodyTo(nullptr);
+  got += out.size() - before;
+  return usedTotal;
+}
+
+Task<bool> Exchange::readAll(std::string& out, std::uint64_t limit) {
+  // A length the head declares for a body still to come. An answer to
+  // which no body belongs (204, 304) may declare one too, for the body it
+  // would have had: that is neither room to make nor over the limit.
+  if (auto len = parser_->contentLength(); len && !parser_->done()) {
+    if (*len > limit) co_return tooLarge(limit);
+    out.reserve(out.size() + *len);
+  }
+  const std::size_t start = out.size();
+  while (co_await read(out)) {
+    if (out.size() - start > limit) co_return tooLarge(limit);
+  }
+  co_return !failure_;
+}
+
+// A body over the cap is not read further: the connection is dropped.
+bool Exchange::tooLarge(std::uint64_t limit) {
+  countLimit(Limit::kUpstreamResponseBytes);
+  fail(FailureKind::kTooLarge,
+       "over " + std::to_string(limit) + " bytes, the upstream's max_response_bytes");
+  return false;
+}
+
+bool Exchange::fail(FailureKind kind, std::string detail, boost::system::error_code ec) {
+  done_ = true;
+  FailureKind fired = watchdog_.fired();
+  // Aborted with no deadline passed and no shutdown abort(): our caller left.
+  if (fired == FailureKind::kNone && ec == asio::error::operation_aborted && !aborted_)
+    kind = FailureKind::kCancelled;
+  failure_.kind = fired != FailureKind::kNone ? fired : kind;
+  failure_.detail = fired != FailureKind::kNone ? std::string() : std::move(detail);
+  watchdog_.disarm();
+  conn_.reset();  // never reuse a connection in an unknown state
+  return false;
+}
+
+void Exchange::finishBody() {
+  done_ = true;
+  watchdog_.disarm();
+  // Bytes past the response's end mean the upstream broke its own framing:
+  // such a connection must never carry another request's answer.
+  if (parser_->keepAlive() && conn_ && conn_->buffer.size() == 0 &&
+      (!conn_->tls || SSL_pending(conn_->tls->native_handle()) == 0))
+    home_->giveBack(std::move(conn_));
+}
+
+}  // namespace relay::upstream
