@@ -314,7 +314,11 @@ bool mayContainUsage(std::string_view payload) {
     if (hit == nullptr) return false;
     const std::size_t g = static_cast<std::size_t>(static_cast<const char*>(hit) - base);
     at = g + 1;
-    if (payload.substr(g - kG, kKey.size()) != kKey) continue;
+    // Its neighbours first: a 'g' of another word ("logprobs",
+    // "fingerprint") is turned away by two byte compares.
+    if (base[g - 1] != 'a' || base[g + 1] != 'e' ||
+        std::memcmp(base + g - kG, kKey.data(), kKey.size()) != 0)
+      continue;
     std::size_t p = payload.find_first_not_of(kSpace, g - kG + kKey.size());
     if (p == std::string_view::npos || payload[p] != ':') continue;
     p = payload.find_first_not_of(kSpace, p + 1);
