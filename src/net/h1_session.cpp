@@ -59,7 +59,7 @@ namespace http = boost::beast::http;
 constexpr auto kTuple = asio::as_tuple(asio::use_awaitable);
 // The thread's buffer for answer heads (relay/common/thread_scratch.hpp).
 struct AnswerHeads;
-constexpr std::size_t kReadChunk = 16 * 1024;
+constexpr std::size_t kReadChunk = kReadBlockBytes;  // relay/net/read_buffer.hpp
 // Bytes read ahead of the parser (a pipelined request, the start of a body):
 // enough for a whole head on top of one read.
 constexpr std::size_t kReadAheadFloor = 64 * 1024;
@@ -739,7 +739,7 @@ class H1Session final : public ResponseSink,
   Registration registration_;
   std::shared_ptr<asio::cancellation_signal> cancel_ =
       std::make_shared<asio::cancellation_signal>();
-  boost::beast::flat_buffer inbox_;
+  ReadBuffer inbox_;
   // TLS reads land here first (see readSome); plaintext sessions have none.
   std::conditional_t<std::is_same_v<Stream, tcp::socket>, std::monostate,
                      std::array<char, kReadChunk>>

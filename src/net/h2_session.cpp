@@ -54,7 +54,7 @@ namespace relay::net {
 namespace {
 
 constexpr auto kTuple = asio::as_tuple(asio::use_awaitable);
-constexpr std::size_t kReadChunk = 16 * 1024;
+constexpr std::size_t kReadChunk = kReadBlockBytes;  // relay/net/read_buffer.hpp
 constexpr std::size_t kWriteBatch = 64 * 1024;
 constexpr std::int32_t kMaxWindow = 2147483647;  // RFC 9113 §6.9.1
 constexpr std::uint64_t kDefaultMaxFrame =
@@ -467,7 +467,7 @@ class H2Session final : public H2Connection,
     }
     // h2c: edge reads (relay/net/edge_read.hpp), one recv per arrival; TLS:
     // reads through the stream into the same buffer.
-    boost::beast::flat_buffer inbox;
+    ReadBuffer inbox;
     while (!closed_) {
       std::tuple<boost::system::error_code, std::size_t> read;
       if constexpr (std::is_same_v<Stream, tcp::socket>) {

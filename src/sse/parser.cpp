@@ -253,13 +253,14 @@ void Parser::finishEvent(std::size_t end) {
     status_ = ParseStatus::kEventTooLarge;
     return;
   }
-  Event event;
+  // Made in place: the views are set by rebuildViews().
+  Event& event = events_.emplace_back();
   event.offset = start;
   event.dataLines = pending_.dataLines;
   event.hasId = pending_.hasId;
   event.retry = pending_.retry;
   event.hasComment = pending_.hasComment;
-  EventSpans spans;
+  EventSpans& spans = spans_.emplace_back();
   spans.rawLength = end - start;
   spans.typeOffset = pending_.typeOffset;
   spans.typeLength = pending_.typeLength;
@@ -272,8 +273,6 @@ void Parser::finishEvent(std::size_t end) {
     joinData(spans, start, end);
   }
   if (pending_.hasId) lastEventId_.assign(buffer_.get() + start + spans.idOffset, spans.idLength);
-  events_.push_back(event);
-  spans_.push_back(spans);
   pending_ = Pending{};
   complete_ = end;
 }

@@ -10,6 +10,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 
+#include "relay/net/read_buffer.hpp"
 #include "relay/upstream/client.hpp"
 
 namespace relay::upstream {
@@ -21,14 +22,14 @@ using TlsStream = asio::ssl::stream<tcp::socket>;
 class WatchdogList;
 
 struct Connection {
-  static constexpr std::size_t kReadBytes = 16 * 1024;
+  static constexpr std::size_t kReadBytes = net::kReadBlockBytes;
   std::size_t upstream = 0;
   std::optional<tcp::socket> plain;
   std::optional<TlsStream> tls;
   // What the socket gave and the parser has not taken yet (the head, a
   // partial chunk). A body read asks the socket for up to kReadBytes at once,
   // so that a stream an upstream writes at once arrives in one read.
-  boost::beast::flat_buffer buffer;
+  net::ReadBuffer buffer;
   Clock::time_point idleSince{};
   // The watchdogs of the context this connection lives on: every exchange
   // on it takes its watchdog from here, without a service lookup (a mutex)

@@ -64,6 +64,8 @@
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/version.hpp>
 
+#include "relay/net/read_buffer.hpp"
+
 #if BOOST_VERSION / 100 != 1081
 // The operation below replaces one of Asio's detail classes; check its
 // members against the new release's reactive_socket_recv_op.hpp (and that
@@ -79,13 +81,13 @@ namespace relay::net {
 // arrived. Holds no memory itself.
 class EdgeRead : public boost::asio::mutable_buffer {
  public:
-  EdgeRead(boost::beast::flat_buffer& target, std::size_t chunk)
+  EdgeRead(ReadBuffer& target, std::size_t chunk)
       : boost::asio::mutable_buffer(nullptr, chunk), target_(&target) {}
 
-  boost::beast::flat_buffer& target() const { return *target_; }
+  ReadBuffer& target() const { return *target_; }
 
  private:
-  boost::beast::flat_buffer* target_;
+  ReadBuffer* target_;
 };
 
 // How many bytes reach `target` from `socket` in one read; completes with
@@ -93,15 +95,14 @@ class EdgeRead : public boost::asio::mutable_buffer {
 // Plain TCP sockets only: EdgeRead's data pointer is null, and only the
 // receive operation below knows to ask `target` instead.
 template <typename Socket, typename Token>
-auto asyncEdgeRead(Socket& socket, boost::beast::flat_buffer& target, std::size_t chunk,
-                   Token&& token) {
+auto asyncEdgeRead(Socket& socket, ReadBuffer& target, std::size_t chunk, Token&& token) {
   static_assert(std::is_same_v<typename Socket::protocol_type, boost::asio::ip::tcp>,
                 "an edge read is for a plain TCP socket");
   return socket.async_read_some(EdgeRead(target, chunk), std::forward<Token>(token));
 }
 
 // The bytes `buffer` holds, as text (for the parsers that read them in place).
-inline std::string_view bufferView(const boost::beast::flat_buffer& buffer) {
+inline std::string_view bufferView(const ReadBuffer& buffer) {
   const auto bytes = buffer.data();
   return {static_cast<const char*>(bytes.data()), bytes.size()};
 }
@@ -124,7 +125,7 @@ class reactive_socket_recv_op_base<relay::net::EdgeRead> : public reactor_op {
 
   static status do_perform(reactor_op* base) {
     auto* o = static_cast<reactive_socket_recv_op_base*>(base);
-    boost::beast::flat_buffer& target = o->buffers_.target();
+    relay::net::ReadBuffer& target = o->buffers_.target();
     const std::size_t heldBefore = target.capacity();
     boost::asio::mutable_buffer space;
     try {

@@ -26,7 +26,7 @@ namespace {
 namespace asio = boost::asio;
 using tcp = asio::ip::tcp;
 
-std::string text(const boost::beast::flat_buffer& b) {
+std::string text(const ReadBuffer& b) {
   const auto d = b.data();
   return std::string(static_cast<const char*>(d.data()), d.size());
 }
@@ -65,7 +65,7 @@ class EdgeReadTest : public ::testing::Test {
   asio::io_context io{1};
   tcp::socket reader{io};
   tcp::socket peer{io};
-  boost::beast::flat_buffer inbox;
+  ReadBuffer inbox;
   std::optional<std::tuple<boost::system::error_code, std::size_t>> done;
 };
 
@@ -246,7 +246,7 @@ TEST_F(EdgeReadTest, ClosingCancelsAPendingReadWithNothingCommitted) {
 }
 
 TEST_F(EdgeReadTest, ABufferAtItsLimitEndsTheReadWithAnError) {
-  boost::beast::flat_buffer small(8);
+  ReadBuffer small(8);
   send("0123456789");
   done.reset();
   asyncEdgeRead(reader, small, 16,
