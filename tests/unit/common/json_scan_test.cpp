@@ -113,6 +113,28 @@ TEST(JsonValidate, LongStringsTakeTheWordPathAndStillStopAtEveryByteKind) {
   expectError("\"" + filler, 38, "unterminated string");
 }
 
+TEST(JsonValidate, EveryStopByteIsFoundAtEveryPlaceInALongString) {
+  // The plain bytes of a string are skipped sixteen and eight at a time: each
+  // kind of byte that ends the skip, at each place of the first blocks, is
+  // found where it is (and the bytes before it are not misread).
+  for (std::size_t at = 0; at < 50; ++at) {
+    SCOPED_TRACE(testing::Message() << "at " << at);
+    const std::string before(at, 'x');
+    const std::string after(50 - at, 'y');
+    const std::size_t offset = 1 + at;  // past the opening quote
+    expectValid("\"" + before + "\\n" + after + "\"");
+    expectValid("\"" + before + "\xC3\xA9" + after + "\"");  // 0x80 and above: UTF-8
+    expectValid("\"" + before + "\x7F" + after + "\"");      // DEL is a plain byte
+    expectValid("[\"" + before + "\",\"" + after + "\"]");   // the quote ends the string
+    expectError("\"" + before + "\x1F" + after + "\"", offset, "control character 0x1F");
+    expectError("\"" + before + std::string(1, '\0') + after + "\"", offset,
+                "control character 0x00");
+    expectError("\"" + before + "\xFF" + after + "\"", offset, "invalid UTF-8");
+    expectError("\"" + before + "\\q" + after + "\"", offset, "invalid escape");
+    expectError("\"" + before, offset, "unterminated string");
+  }
+}
+
 TEST(JsonValidate, ReportsStructuralMistakesWithTheirOffset) {
   expectError(R"({"a" 1})", 5, "expected ':' after an object key, found '1'");
   expectError(R"({"a":1,})", 7, "'\"' to begin an object key, found '}'");
