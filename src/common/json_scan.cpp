@@ -30,9 +30,11 @@ inline std::uint64_t stringStopBytes(std::uint64_t x) {
 }
 
 // The first byte at or after `p` that a string scan must stop at ('"', '\\',
-// a control character, a non-ASCII byte), or where fewer than 8 bytes are
-// left: sixteen bytes at a time with SSE2 (every x86-64 has it), then eight
-// in a word. The bytes before it are plain ASCII, valid as they are.
+// a control character, a non-ASCII byte), or a place from which the caller
+// goes on byte by byte (fewer than 8 bytes left; at once on a big-endian
+// machine without SSE2): sixteen bytes at a time with SSE2 (every x86-64 has
+// it), then eight in a word. The bytes before it are plain ASCII, valid as
+// they are.
 inline const char* skipPlainStringBytes(const char* p, const char* end) {
 #if defined(__SSE2__)
   const __m128i quote = _mm_set1_epi8('"');

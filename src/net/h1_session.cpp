@@ -42,7 +42,6 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/buffers_suffix.hpp>
-#include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http/error.hpp>
 
 #include "h1_request_parser.hpp"

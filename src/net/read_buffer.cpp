@@ -1,5 +1,7 @@
 #include "relay/net/read_buffer.hpp"
 
+#include <sanitizer/asan_interface.h>  // no-ops unless built with AddressSanitizer
+
 namespace relay::net::detail {
 namespace {
 
@@ -14,24 +16,36 @@ thread_local BlockList list{};
 
 // Frees the thread's blocks when the thread ends.
 struct Closer {
+  // Written on the thread's first kept block: that first use is what
+  // registers the destructor for the thread's end. Never read.
   bool armed = false;
   ~Closer() {
     list.closed = true;
-    while (list.count > 0)
-      ::operator delete(list.blocks[--list.count]);
+    while (list.count > 0) {
+      void* block = list.blocks[--list.count];
+      ASAN_UNPOISON_MEMORY_REGION(block, kReadBlockBytes);
+      ::operator delete(block);
+    }
   }
 };
 thread_local Closer closer;
 
 }  // namespace
 
+// A block on the list is poisoned for AddressSanitizer: a view kept into a
+// buffer after it gave its block back is reported as a use after free would
+// be, not silently handed another connection's bytes.
 void* takeReadBlock() noexcept {
-  return list.count > 0 ? list.blocks[--list.count] : nullptr;
+  if (list.count == 0) return nullptr;
+  void* block = list.blocks[--list.count];
+  ASAN_UNPOISON_MEMORY_REGION(block, kReadBlockBytes);
+  return block;
 }
 
 bool keepReadBlock(void* block) noexcept {
   if (list.closed || list.count == kReadBlocksKept) return false;
-  closer.armed = true;  // its first use registers it to run at the thread's end
+  closer.armed = true;
+  ASAN_POISON_MEMORY_REGION(block, kReadBlockBytes);
   list.blocks[list.count++] = block;
   return true;
 }

@@ -10,8 +10,10 @@
 //
 // The bound: a thread keeps at most kReadBlocksKept blocks (256 KiB) between
 // uses; a block given back to a full list goes to the heap, and so does any
-// other size (a buffer grown for a long head, a read-ahead). The blocks are
-// freed when the thread ends.
+// other size (a buffer grown for a long head, a read-ahead). Each thread that
+// gives blocks back has its own list: the workers, and at shutdown or a
+// reload the thread that drops connections. The blocks are freed when the
+// thread ends. Under AddressSanitizer a block on a list is poisoned.
 #pragma once
 
 #include <cstddef>
@@ -31,7 +33,7 @@ void* takeReadBlock() noexcept;
 // Keeps `block` (kReadBlockBytes, from operator new) on this thread's list;
 // false when the list is full (or the thread is ending): the caller frees it.
 bool keepReadBlock(void* block) noexcept;
-// How many blocks this thread's list holds (for tests).
+// How many blocks this thread's list holds (for the tests).
 std::size_t readBlocksHeld() noexcept;
 }  // namespace detail
 
@@ -39,9 +41,9 @@ template <class T>
 struct ReadBlockAllocator {
   using value_type = T;
   ReadBlockAllocator() = default;
+  // Rebinding converts implicitly, as with std::allocator.
   template <class U>
-  ReadBlockAllocator(const ReadBlockAllocator<U>&) noexcept {
-  }  // NOLINT(google-explicit-constructor)
+  ReadBlockAllocator(const ReadBlockAllocator<U>&) noexcept {}  // NOLINT
 
   T* allocate(std::size_t n) {
     const std::size_t bytes = n * sizeof(T);
@@ -54,7 +56,10 @@ struct ReadBlockAllocator {
     if (n * sizeof(T) == kReadBlockBytes && detail::keepReadBlock(p)) return;
     ::operator delete(p);
   }
-  friend bool operator==(const ReadBlockAllocator&, const ReadBlockAllocator&) { return true; }
+  template <class U>
+  bool operator==(const ReadBlockAllocator<U>&) const noexcept {
+    return true;  // stateless: any one frees what another allocated
+  }
 };
 
 using ReadBuffer = boost::beast::basic_flat_buffer<ReadBlockAllocator<char>>;

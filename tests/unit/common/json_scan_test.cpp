@@ -114,24 +114,27 @@ TEST(JsonValidate, LongStringsTakeTheWordPathAndStillStopAtEveryByteKind) {
 }
 
 TEST(JsonValidate, EveryStopByteIsFoundAtEveryPlaceInALongString) {
-  // The plain bytes of a string are skipped sixteen and eight at a time: each
-  // kind of byte that ends the skip, at each place of the first blocks, is
-  // found where it is (and the bytes before it are not misread).
+  // The plain bytes of a string are skipped sixteen and eight at a time, then
+  // one by one: each kind of byte that ends the skip, at each place of the
+  // first blocks and with each length of what follows, is found where it is
+  // (and the bytes before it are not misread), whichever loop meets it.
   for (std::size_t at = 0; at < 50; ++at) {
-    SCOPED_TRACE(testing::Message() << "at " << at);
-    const std::string before(at, 'x');
-    const std::string after(50 - at, 'y');
-    const std::size_t offset = 1 + at;  // past the opening quote
-    expectValid("\"" + before + "\\n" + after + "\"");
-    expectValid("\"" + before + "\xC3\xA9" + after + "\"");  // 0x80 and above: UTF-8
-    expectValid("\"" + before + "\x7F" + after + "\"");      // DEL is a plain byte
-    expectValid("[\"" + before + "\",\"" + after + "\"]");   // the quote ends the string
-    expectError("\"" + before + "\x1F" + after + "\"", offset, "control character 0x1F");
-    expectError("\"" + before + std::string(1, '\0') + after + "\"", offset,
-                "control character 0x00");
-    expectError("\"" + before + "\xFF" + after + "\"", offset, "invalid UTF-8");
-    expectError("\"" + before + "\\q" + after + "\"", offset, "invalid escape");
-    expectError("\"" + before, offset, "unterminated string");
+    for (std::size_t tail = 0; tail < 24; ++tail) {
+      SCOPED_TRACE(testing::Message() << "at " << at << ", " << tail << " bytes after");
+      const std::string before(at, 'x');
+      const std::string after(tail, 'y');
+      const std::size_t offset = 1 + at;  // past the opening quote
+      expectValid("\"" + before + "\\n" + after + "\"");
+      expectValid("\"" + before + "\xC3\xA9" + after + "\"");  // 0x80 and above: UTF-8
+      expectValid("\"" + before + "\x7F" + after + "\"");      // DEL is a plain byte
+      expectValid("[\"" + before + "\",\"" + after + "\"]");   // the quote ends the string
+      expectError("\"" + before + "\x1F" + after + "\"", offset, "control character 0x1F");
+      expectError("\"" + before + std::string(1, '\0') + after + "\"", offset,
+                  "control character 0x00");
+      expectError("\"" + before + "\xFF" + after + "\"", offset, "invalid UTF-8");
+      expectError("\"" + before + "\\q" + after + "\"", offset, "invalid escape");
+      expectError("\"" + before, offset, "unterminated string");
+    }
   }
 }
 

@@ -1,9 +1,11 @@
 // The per-thread list of read blocks behind ReadBuffer
 // (relay/net/read_buffer.hpp): a 16 KiB block given back is the next one
 // handed out, the list holds at most kReadBlocksKept, other sizes never go
-// on it, and a thread's blocks go with the thread.
+// on it, a thread's blocks go with the thread, and a block given back while
+// the thread ends is freed.
 #include "relay/net/read_buffer.hpp"
 
+#include <atomic>
 #include <cstring>
 #include <thread>
 #include <vector>
@@ -83,6 +85,35 @@ TEST(ReadBuffer, AThreadsBlocksAreFreedWithTheThread) {
   t.join();
   EXPECT_EQ(heldThere, 3U);
   EXPECT_EQ(detail::readBlocksHeld(), 0U);
+}
+
+// A thread-local buffer made before the thread kept any block is destroyed
+// after the thread's list was closed (thread-locals end in the reverse order
+// of their making): its block must go to the heap, not onto a list nobody
+// frees any more.
+std::atomic<int> heldAfterLateFree{-1};
+struct LateBuffer {
+  ReadBuffer buffer;
+  ~LateBuffer() {
+    buffer.shrink_to_fit();
+    heldAfterLateFree = static_cast<int>(detail::readBlocksHeld());
+  }
+};
+
+TEST(ReadBuffer, ABlockGivenBackAfterTheThreadsListClosedIsFreed) {
+  heldAfterLateFree = -1;
+  std::size_t heldThere = 0;
+  std::thread t([&] {
+    thread_local LateBuffer late;  // made first, so destroyed after the list closed
+    late.buffer.prepare(kReadBlockBytes);
+    ReadBuffer other;
+    other.prepare(kReadBlockBytes);
+    other.shrink_to_fit();  // the thread's first kept block
+    heldThere = detail::readBlocksHeld();
+  });
+  t.join();
+  EXPECT_EQ(heldThere, 1U);
+  EXPECT_EQ(heldAfterLateFree.load(), 0);  // 1 when a closed list took it: a leak
 }
 
 }  // namespace
