@@ -165,7 +165,16 @@ describe('the data', () => {
     await stream.text();
     sent.viewer += 1;
 
-    const r = await admin('/admin/console/state');
+    // The stream's upstream slot is given back just after the caller has its
+    // last byte (when the forwarding coroutine unwinds): read the state once
+    // it has been, within a bound, so in_flight below is not a race.
+    let r;
+    for (const until = Date.now() + 2000; ; ) {
+      r = await admin('/admin/console/state');
+      const flakyNow = r.body.upstreams?.find((u) => u.name === 'flaky');
+      if (flakyNow?.in_flight === 0 || Date.now() > until) break;
+      await new Promise((resolve) => setTimeout(resolve, 5));
+    }
     assert.equal(r.status, 200, r.text);
     assert.match(r.res.headers.get('content-type'), /^application\/json/);
     assert.equal(r.res.headers.get('cache-control'), 'no-store');
