@@ -61,6 +61,9 @@ net::Task<void> deliverJson(net::ResponseSink& sink, Forwarded& f, Headers heade
   auto t0 = SteadyClock::now();
   bool ok = co_await f.response->readAll(body, upstream.config->maxResponseBytes);
   record.addWait(SteadyClock::now() - t0);
+  // The upstream is done with this request: its slot is free for the next
+  // one, even while the write to a slow caller still waits for room.
+  if (f.lease) f.lease->release();
   if (!ok) {
     // Nothing was sent yet, so this is still an honest status.
     ApiError err{502,
@@ -150,6 +153,9 @@ net::Task<void> deliverStream(Worker& worker, net::ResponseSink& sink, Forwarded
     record.addWait(SteadyClock::now() - w0);  // the caller's pace, not ours
     if (!written) co_return;  // caller gone: the upstream request is dropped with `f`
   }
+  // The upstream has said all it will (or is being left): its slot is free
+  // before the last bytes reach the caller (see deliverJson).
+  if (f.lease) f.lease->release();
   if (transform.usage()) record.reported(*transform.usage());
   std::string why;
   if (worker.shuttingDown() && f.response->failure()) {

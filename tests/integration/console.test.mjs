@@ -165,9 +165,9 @@ describe('the data', () => {
     await stream.text();
     sent.viewer += 1;
 
-    // The stream's upstream slot is given back just after the caller has its
-    // last byte (when the forwarding coroutine unwinds): read the state once
-    // it has been, within a bound, so in_flight below is not a race.
+    // The stream's upstream slot is given back once the upstream's last read
+    // is in, before the last write to the caller; the bounded wait only keeps
+    // a slow machine from turning that order into a flaky read.
     let r;
     for (const until = Date.now() + 2000; ; ) {
       r = await admin('/admin/console/state');

@@ -6,6 +6,8 @@
 // x-relay-attempts and the gateway's /metrics (docs/metrics.md).
 
 import assert from 'node:assert/strict';
+import { once } from 'node:events';
+import net from 'node:net';
 import { after, before, beforeEach, describe, test } from 'node:test';
 
 import { resetMocks } from '../lib/fixtures.mjs';
@@ -347,6 +349,57 @@ describe('upstream shaping: bounded queue, then 429', () => {
     const res = await chat(env, { model: 'm-narrow' });
     assert.equal(res.status, 200, 'room again once the slot is free');
     await res.arrayBuffer();
+  });
+
+  test('an answer read whole frees the upstream slot, though the caller has not taken it yet', async () => {
+    // The slot is load on the upstream: once its answer is in, the upstream
+    // is free for the next request even while the write to a caller that does
+    // not read is still waiting for room.
+    const bytes = 40_000_000; // far more than the caller's socket takes while it does not read
+    const before = (await env.mocks.narrow.stats()).requests;
+    const body = JSON.stringify(chatRequest({ model: 'm-narrow' }));
+    const sock = net.connect(Number(new URL(env.relay.url).port), '127.0.0.1');
+    await once(sock, 'connect');
+    sock.pause();
+    sock.write(
+      'POST /v1/chat/completions HTTP/1.1\r\nhost: relay\r\n' +
+        `authorization: Bearer ${KEY}\r\ncontent-type: application/json\r\n` +
+        `x-mock-fault: body_bytes=${bytes}\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
+    );
+    try {
+      await waitFor(
+        async () => {
+          const s = await env.mocks.narrow.stats();
+          return s.requests === before + 1 && s.in_flight === 0;
+        },
+        { timeoutMs: 5000, what: 'the upstream to have sent the whole answer' },
+      );
+      const t0 = performance.now();
+      const res = await chat(env, { model: 'm-narrow' });
+      const ms = performance.now() - t0;
+      const answer = await res.text();
+      assert.equal(res.status, 200, `the slot was still held for a caller that had not read: ${answer}`);
+      assert.ok(ms < QUEUE_MS, `waited ${ms.toFixed(0)} ms for a slot that should have been free`);
+
+      // The slow caller still gets its whole answer.
+      let received = 0;
+      let text = '';
+      sock.on('data', (chunk) => {
+        if (received < 512) text += chunk.subarray(0, 512).toString('latin1');
+        received += chunk.length;
+      });
+      sock.resume();
+      const whole = () => {
+        const headEnd = text.indexOf('\r\n\r\n');
+        return headEnd >= 0 && received >= headEnd + 4 + bytes;
+      };
+      await waitFor(async () => whole(), { timeoutMs: 20000, what: 'the whole answer' });
+      assert.match(text, /^HTTP\/1\.1 200 /);
+      assert.match(text, new RegExp(`content-length: ${bytes}\r\n`, 'i'));
+      assert.equal(received, text.indexOf('\r\n\r\n') + 4 + bytes, 'nothing after the answer');
+    } finally {
+      sock.destroy();
+    }
   });
 
   test('rpm: 60 (one a second): the second request at once gets 429, and is served after Retry-After', async () => {
