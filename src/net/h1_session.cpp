@@ -49,6 +49,7 @@
 #include "relay/common/limits.hpp"
 #include "relay/common/thread_scratch.hpp"
 #include "relay/net/edge_read.hpp"
+#include "relay/net/send_now.hpp"
 #include "session_common.hpp"
 
 namespace relay::net {
@@ -540,11 +541,7 @@ class H1Session final : public ResponseSink,
     }
     if constexpr (std::is_same_v<Stream, tcp::socket>) {
       boost::system::error_code ec;
-      written = stream_.write_some(buffers, ec);
-      if (ec == asio::error::would_block || ec == asio::error::try_again) {
-        ec = {};
-        written = 0;
-      }
+      written = sendNow(stream_.native_handle(), buffers, ec);
       if (ec) {
         gone_ = true;
         return WriteNow::kFailed;
@@ -561,8 +558,9 @@ class H1Session final : public ResponseSink,
   Task<bool> writeRest(const Buffers& buffers, std::size_t written) {
     boost::beast::buffers_suffix<Buffers> rest(buffers);
     rest.consume(written);
-    // A caller that stops reading must not hold its exchange (and the upstream
-    // slot behind it) for ever: the watchdog resets a write stuck this long.
+    // A caller that stops reading must not hold its exchange (and what it
+    // holds: the upstream connection of a stream, the answer's memory) for
+    // ever: the watchdog resets a write stuck this long.
     writeDeadline_ = SteadyClock::now() + config_->idleTimeout;
     ++writesPending_;
     auto [ec, n] = co_await asio::async_write(stream_, rest, kTuple);

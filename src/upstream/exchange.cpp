@@ -5,10 +5,7 @@
 
 #include <algorithm>
 #include <array>
-#include <cerrno>
 #include <charconv>
-#include <sys/socket.h>
-#include <sys/uio.h>
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/ssl/error.hpp>
@@ -21,6 +18,7 @@
 #include "relay/common/limits.hpp"
 #include "relay/common/thread_scratch.hpp"
 #include "relay/net/edge_read.hpp"
+#include "relay/net/send_now.hpp"
 
 namespace relay::upstream {
 namespace {
@@ -51,29 +49,6 @@ void serializeRequest(const OutgoingRequest& req, const Target& target, std::str
   out.append("\r\n"sv);
 }
 
-// One non-blocking sendmsg of `bufs`: the bytes it took (0 when the socket
-// had no room); `ec` set only for a real failure (the peer reset, ...).
-std::size_t sendNow(int fd, const std::array<asio::const_buffer, 2>& bufs,
-                    boost::system::error_code& ec) {
-  iovec iov[2];
-  std::size_t count = 0;
-  for (const asio::const_buffer& b : bufs) {
-    if (b.size() == 0) continue;
-    iov[count].iov_base = const_cast<void*>(b.data());
-    iov[count].iov_len = b.size();
-    ++count;
-  }
-  if (count == 0) return 0;
-  msghdr msg{};
-  msg.msg_iov = iov;
-  msg.msg_iovlen = count;
-  const ssize_t sent = ::sendmsg(fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
-  if (sent >= 0) return static_cast<std::size_t>(sent);
-  if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
-    ec.assign(errno, boost::system::system_category());
-  return 0;
-}
-
 }  // namespace
 
 Exchange::Exchange(std::shared_ptr<ConnectionHome> home, std::unique_ptr<Connection> conn,
@@ -101,7 +76,7 @@ Task<bool> Exchange::exchangeHead(const OutgoingRequest& req, const Target& targ
   requestBytesWritten_ = 0;
   if (conn_->plain) {
     boost::system::error_code sec;
-    requestBytesWritten_ = sendNow(conn_->plain->native_handle(), bufs, sec);
+    requestBytesWritten_ = net::sendNow(conn_->plain->native_handle(), bufs, sec);
     if (sec) co_return fail(FailureKind::kReset, sec.message());
   }
   if (requestBytesWritten_ < headSize + req.body.size()) {
