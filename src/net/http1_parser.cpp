@@ -8,6 +8,10 @@
 
 #include <boost/beast/http/error.hpp>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 namespace relay::net::http1 {
 
 namespace {
@@ -132,6 +136,31 @@ bool parseDecimal(std::string_view s, std::uint64_t& v) {
 // The first "\r\n\r\n" in p[from, n): a pointer past it, or nullptr. Adds
 // the bytes it looked at to `searched`.
 const char* findBlankLine(const char* p, std::size_t n, std::size_t from, std::uint64_t& searched) {
+#if defined(__SSE2__)
+  // Sixteen places at once: the four bytes at each place compared in four
+  // loads offset by one. A search per line (memchr for each LF) cost about
+  // 40 instructions a line, most of a head's search.
+  {
+    const __m128i cr = _mm_set1_epi8('\r');
+    const __m128i lf = _mm_set1_epi8('\n');
+    const auto at = [&](std::size_t i) {
+      return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + i));
+    };
+    std::size_t s = from;
+    for (; s + 19 <= n; s += 16) {  // the last load ends at s + 3 + 16
+      const __m128i m = _mm_and_si128(
+          _mm_and_si128(_mm_cmpeq_epi8(at(s), cr), _mm_cmpeq_epi8(at(s + 1), lf)),
+          _mm_and_si128(_mm_cmpeq_epi8(at(s + 2), cr), _mm_cmpeq_epi8(at(s + 3), lf)));
+      if (const auto bits = static_cast<unsigned>(_mm_movemask_epi8(m)); bits != 0) {
+        const std::size_t match = s + static_cast<std::size_t>(std::countr_zero(bits));
+        searched += match + 4 - from;
+        return p + match + 4;
+      }
+    }
+    searched += s - from;
+    from = s;  // the rest, under 19 bytes, below
+  }
+#endif
   std::size_t i = from + 3;  // where the LF of the match could be
   while (i < n) {
     const void* lf = std::memchr(p + i, '\n', n - i);

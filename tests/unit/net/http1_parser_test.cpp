@@ -187,6 +187,33 @@ TEST(Http1Parser, BytesOfAnotherProtocolAreRefusedBeforeAHeadCouldEnd) {
   EXPECT_EQ(ec, Err::need_more) << "a method still arriving is not refused";
 }
 
+// The head's end is found wherever it falls in the search's sixteen-byte
+// steps and however the head is split across reads, and never at a line end
+// that is not a blank line.
+TEST(Http1Parser, TheHeadsEndIsFoundAtEveryPlaceAndAcrossReads) {
+  for (std::size_t pad = 0; pad < 48; ++pad) {
+    const std::string value(pad, 'v');
+    const std::string head =
+        "GET /x HTTP/1.1\r\nHost: a\r\nX-1: 1\r\nX-2: \r\nX-Pad: " + value + "\r\n\r\n";
+    for (std::size_t step : {std::size_t{1}, std::size_t{3}, std::size_t{16}, std::size_t{17},
+                             std::size_t{19}, head.size()}) {
+      Recorder r(true);
+      std::string left;
+      ASSERT_FALSE(r.feed(head + "GET /next", step, &left)) << pad << " " << step;
+      ASSERT_TRUE(r.done());
+      ASSERT_EQ(r.fields.size(), 4u);
+      EXPECT_EQ(r.fields.back().second, value) << pad << " " << step;
+      // What follows the head is the next request's, untouched.
+      EXPECT_EQ(std::string("GET /next").substr(0, left.size()), left) << pad << " " << step;
+    }
+    // One byte short of the blank line: not yet a head.
+    Recorder r(true);
+    error_code ec;
+    EXPECT_EQ(r.put(std::string_view(head).substr(0, head.size() - 1), ec), 0u);
+    EXPECT_EQ(ec, Err::need_more) << pad;
+  }
+}
+
 // A head that arrives a byte at a time is searched once, not once per byte
 // (that would be quadratic: a peer sending a 64 KiB head byte by byte would
 // make us look at 2 G bytes). And the early method check looks at a few
