@@ -46,6 +46,7 @@
 
 #include "h1_request_parser.hpp"
 #include "input_park.hpp"
+#include "relay/common/head_writer.hpp"
 #include "relay/common/limits.hpp"
 #include "relay/common/thread_scratch.hpp"
 #include "relay/net/edge_read.hpp"
@@ -497,29 +498,32 @@ class H1Session final : public ResponseSink,
     if (exchangeActive_ && !bodyComplete_) keepAlive_ = false;
     using namespace std::string_view_literals;
     out.clear();
-    out.reserve(256 + head.headers.size() * 48);
+    // The status line, content-length or transfer-encoding, connection and
+    // the blank line fit in 160 bytes (the writer grows if not).
+    HeadWriter w(out,
+                 160 + head.headers.textBytes() + 4 * head.headers.size() + keepAliveHint_.size());
     char digits[24];
     auto [statusEnd, statusEc] = std::to_chars(digits, digits + sizeof digits, head.status);
-    out.append("HTTP/1.1 "sv).append(digits, statusEnd).push_back(' ');
-    out.append(reasonPhrase(head.status)).append("\r\n"sv);
+    w.raw("HTTP/1.1 "sv).raw(std::string_view(digits, statusEnd - digits)).raw(" "sv);
+    w.raw(reasonPhrase(head.status)).raw("\r\n"sv);
     for (const HeaderField& f : head.headers) {
       if (isHopByHopHeader(f.name) || f.name == "content-length") continue;
-      appendField(out, f.name, f.value);
+      w.field(f.name, f.value);
     }
     if (streamed) {
-      if (chunked_) out.append("transfer-encoding: chunked\r\n"sv);
+      if (chunked_) w.raw("transfer-encoding: chunked\r\n"sv);
     } else if (head.status >= 200 && head.status != 204 && head.status != 304) {
       auto [end, ec] = std::to_chars(digits, digits + sizeof digits, contentLength);
-      appendField(out, "content-length"sv, std::string_view(digits, end - digits));
+      w.field("content-length"sv, std::string_view(digits, end - digits));
     }
     if (!keepAlive_ || draining_) {
-      out.append("connection: close\r\n"sv);
+      w.raw("connection: close\r\n"sv);
     } else {
       // How long we keep an idle connection: clients that honour the hint
       // (undici, Python's httpx) stop reusing it before we close it.
-      out.append(keepAliveHint_);
+      w.raw(keepAliveHint_);
     }
-    out.append("\r\n"sv);
+    w.raw("\r\n"sv);
   }
 
   enum class WriteNow {

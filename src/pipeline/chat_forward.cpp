@@ -13,6 +13,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/container/small_vector.hpp>
 
+#include "relay/common/head_writer.hpp"
 #include "relay/common/json_write.hpp"
 #include "relay/pipeline/steps.hpp"
 #include "relay/pipeline/upstream_error.hpp"
@@ -88,26 +89,31 @@ class Forwarder {
     static constexpr std::string_view kOwn[] = {"x-forwarded-for", "x-request-id", "content-type",
                                                 "accept-encoding", "x-relay-hops", "traceparent",
                                                 "tracestate"};
-    forwardHead_.reserve(384);
-    for (const HeaderField& f : req.exchange.head.headers) {
+    const Headers& in = req.exchange.head.headers;
+    const TraceContext& trace = req.record.trace();
+    const std::string forwardedForValue =
+        forwardedFor(req.exchange.head, snap.config.server.trustedProxies);
+    // The gateway's own fields' names, separators, the fixed values and the
+    // trace parent fit in 256 bytes beside the parts counted (the writer
+    // grows if not).
+    HeadWriter w(forwardHead_, 256 + in.textBytes() + 4 * in.size() + forwardedForValue.size() +
+                                   req.record.requestId().size() + trace.tracestate.size());
+    for (const HeaderField& f : in) {
       if (forwardable(f.name, ForwardFor::kChat, snap.config.forwardHeaders) &&
           std::find(std::begin(kOwn), std::end(kOwn), f.name) == std::end(kOwn))
-        appendField(forwardHead_, f.name, f.value);
+        w.field(f.name, f.value);
     }
-    appendField(forwardHead_, "x-forwarded-for",
-                forwardedFor(req.exchange.head, snap.config.server.trustedProxies));
-    appendField(forwardHead_, "x-request-id", req.record.requestId());
-    appendField(forwardHead_, "content-type", "application/json");  // the body was validated
-    appendField(forwardHead_, "accept-encoding", "identity");       // SSE is relayed as it comes
+    w.field("x-forwarded-for", forwardedForValue);
+    w.field("x-request-id", req.record.requestId());
+    w.field("content-type", "application/json");  // the body was validated
+    w.field("accept-encoding", "identity");       // SSE is relayed as it comes
     char hops[24];
     const auto hopsEnd = std::to_chars(hops, hops + sizeof hops, req.hops + 1).ptr;
-    appendField(forwardHead_, "x-relay-hops",
-                std::string_view(hops, static_cast<std::size_t>(hopsEnd - hops)));
+    w.field("x-relay-hops", std::string_view(hops, static_cast<std::size_t>(hopsEnd - hops)));
     // W3C Trace Context: the upstream's parent is the gateway's own span, never
     // the caller's (steps.cpp does not copy these fields).
-    const TraceContext& trace = req.record.trace();
-    appendField(forwardHead_, "traceparent", req.record.traceparent());
-    if (!trace.tracestate.empty()) appendField(forwardHead_, "tracestate", trace.tracestate);
+    w.field("traceparent", req.record.traceparent());
+    if (!trace.tracestate.empty()) w.field("tracestate", trace.tracestate);
   }
 
   // Sets result(): the answer, or the error to give.

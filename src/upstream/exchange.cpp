@@ -15,6 +15,7 @@
 #include <boost/beast/http/error.hpp>
 #include <openssl/ssl.h>
 
+#include "relay/common/head_writer.hpp"
 #include "relay/common/limits.hpp"
 #include "relay/common/thread_scratch.hpp"
 #include "relay/net/edge_read.hpp"
@@ -34,19 +35,25 @@ struct RequestHeads;
 void serializeRequest(const OutgoingRequest& req, const Target& target, std::string& out) {
   using namespace std::string_view_literals;
   out.clear();
-  out.reserve(256 + req.sharedHead.size() + req.headers.size() * 64);
-  out.append(req.method).append(" "sv).append(req.path).append(" HTTP/1.1\r\n"sv);
-  appendField(out, "host"sv, target.hostHeader);
-  out.append(req.sharedHead);
-  if (!req.authorization.empty()) appendField(out, "authorization"sv, req.authorization);
+  // Beside the parts counted, the request line's spaces and version, the
+  // names and separators of host, authorization and content-length, the
+  // length's digits and the blank line fit in 96 bytes (the writer grows if
+  // not).
+  HeadWriter w(out, 96 + req.method.size() + req.path.size() + target.hostHeader.size() +
+                        req.sharedHead.size() + req.authorization.size() + req.headers.textBytes() +
+                        4 * req.headers.size());
+  w.raw(req.method).raw(" "sv).raw(req.path).raw(" HTTP/1.1\r\n"sv);
+  w.field("host"sv, target.hostHeader);
+  w.raw(req.sharedHead);
+  if (!req.authorization.empty()) w.field("authorization"sv, req.authorization);
   for (const HeaderField& f : req.headers)
-    appendField(out, f.name, f.value);
+    w.field(f.name, f.value);
   if (!req.body.empty() || req.method == "POST" || req.method == "PUT") {
     char digits[24];
     auto [end, ec] = std::to_chars(digits, digits + sizeof digits, req.body.size());
-    appendField(out, "content-length"sv, std::string_view(digits, end - digits));
+    w.field("content-length"sv, std::string_view(digits, end - digits));
   }
-  out.append("\r\n"sv);
+  w.raw("\r\n"sv);
 }
 
 }  // namespace

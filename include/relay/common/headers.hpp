@@ -112,6 +112,9 @@ class Headers {
   const_iterator begin() const { return {this, entries()}; }
   const_iterator end() const { return {this, entries() + count_}; }
   std::size_t size() const { return count_; }
+  // The bytes of every name and value held (a removed field's too): with
+  // four a field for ": " and CRLF, a bound on what writing them out takes.
+  std::size_t textBytes() const { return textSize_; }
   bool empty() const { return count_ == 0; }
   // Room for `fields` fields of `bytes` bytes in all (by default the text's
   // first size, so that the first add does not move the block again). When
@@ -151,18 +154,5 @@ std::string_view trimWhitespace(std::string_view s);
 // True when `a` and `b` are equal ignoring ASCII case.
 bool equalsIgnoreCase(std::string_view a, std::string_view b);
 std::string toLower(std::string_view s);
-
-// Appends "name: value\r\n" to an HTTP/1.1 head: one growth, lengths known.
-inline void appendField(std::string& out, std::string_view name, std::string_view value) {
-  const std::size_t at = out.size();
-  out.resize(at + name.size() + value.size() + 4);
-  char* p = out.data() + at;
-  p = std::copy(name.begin(), name.end(), p);
-  *p++ = ':';
-  *p++ = ' ';
-  p = std::copy(value.begin(), value.end(), p);
-  *p++ = '\r';
-  *p = '\n';
-}
 
 }  // namespace relay

@@ -61,8 +61,8 @@ struct OutgoingRequest {
   std::string_view path;  // "/v1/chat/completions"; a view: it must outlive the send
   // End-to-end fields; host, content-length and framing are added.
   // `sharedHead` (optional, a view that must outlive the send) is written
-  // first, as it is: field lines ("name: value\r\n" each, see appendField)
-  // that are the same for every attempt of a request, serialised once.
+  // first, as it is: field lines ("name: value\r\n" each) that are the same
+  // for every attempt of a request, serialised once.
   std::string_view sharedHead;
   // The upstream's own credential: "authorization: VALUE" after `sharedHead`
   // (empty: none). A view: it must outlive the send.
