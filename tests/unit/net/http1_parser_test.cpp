@@ -250,6 +250,56 @@ TEST(Http1Parser, AHeadThatTricklesInIsNotRescannedFromItsStart) {
   EXPECT_LE(t.bytesSearched() - before, wire.size() + 3 * 2000);
 }
 
+// Names and values are scanned sixteen bytes at a time, then eight, then
+// one: a byte that ends a name or a value is found at every place, with the
+// field first in the head (the wide loops run) and last (near the head's end,
+// the narrow ones do).
+TEST(Http1Parser, EveryStopByteIsFoundAtEveryPlaceInANameAndAValue) {
+  const auto parse = [](const std::string& field, bool last, Recorder& r) {
+    const std::string head = last ? "GET / HTTP/1.1\r\nHost: a\r\n" + field + "\r\n\r\n"
+                                  : "GET / HTTP/1.1\r\n" + field + "\r\nHost: a\r\n\r\n";
+    error_code ec;
+    r.put(head, ec);
+    return ec;
+  };
+  for (bool last : {false, true}) {
+    for (std::size_t at = 0; at < 40; ++at) {
+      const std::string where = (last ? "last, at " : "first, at ") + std::to_string(at);
+      std::string name(40, 'n');
+      for (char c :
+           {'_', '.', '~', '`', '|', '7', 'Z'}) {  // token bytes the fast run stops at, or takes
+        name[at] = c;
+        Recorder r(true);
+        EXPECT_FALSE(parse(name + ": v", last, r)) << where << " " << c;
+        ASSERT_EQ(r.fields.size(), 2u) << where;
+        EXPECT_EQ(r.fields[last ? 1 : 0].first, name) << where;
+      }
+      for (char c : {'@', '[', '{', '/', ' ', '(', '\x01', '\x80'}) {  // not token bytes
+        if (c == ' ' && at == 0) continue;  // a line that starts with SP is a fold
+        name[at] = c;
+        Recorder r(true);
+        EXPECT_EQ(parse(name + ": v", last, r), Err::bad_field) << where << " " << int(c);
+      }
+      name[at] = 'n';
+
+      std::string value(40, 'v');
+      for (char c : {'\t', '\x80', '\xff', ' ', '~'}) {                  // value bytes
+        if ((c == '\t' || c == ' ') && (at == 0 || at == 39)) continue;  // trimmed there
+        value[at] = c;
+        Recorder r(true);
+        EXPECT_FALSE(parse("X-V: " + value, last, r)) << where << " " << int(c);
+        ASSERT_EQ(r.fields.size(), 2u) << where;
+        EXPECT_EQ(r.fields[last ? 1 : 0].second, value) << where << " " << int(c);
+      }
+      for (char c : {'\x01', '\x1f', '\x7f', '\0'}) {  // not value bytes
+        value[at] = c;
+        Recorder r(true);
+        EXPECT_EQ(parse("X-V: " + value, last, r), Err::bad_value) << where << " " << int(c);
+      }
+    }
+  }
+}
+
 TEST(Http1Parser, FieldSyntaxErrors) {
   struct Case {
     std::string field;
