@@ -51,7 +51,11 @@ class HeadWriter {
 
  private:
   void room(std::size_t n) {
-    if (out_->size() - used_ < n) out_->resize(std::max(out_->size() * 2, used_ + n));
+    if (out_->size() - used_ < n) grow(n);
+  }
+  // (Out of line: the common path stays small enough to be inlined.)
+  [[gnu::noinline]] void grow(std::size_t n) {
+    out_->resize(std::max(out_->size() * 2, used_ + n));
   }
   void put(std::string_view s) {
     if (s.empty()) return;  // (memcpy may not be given a null pointer)
