@@ -53,30 +53,32 @@ Word lowerWord(Word x) {
 }
 
 template <class Word>
-void lowerAt(char* p) {
+void copyLowerAt(char* to, const char* from) {
   Word x;
-  std::memcpy(&x, p, sizeof x);
+  std::memcpy(&x, from, sizeof x);
   x = lowerWord(x);
-  std::memcpy(p, &x, sizeof x);
+  std::memcpy(to, &x, sizeof x);
 }
 
-// Lowercases the ASCII letters of [p, p + n) in place, a word at a time:
-// names are copied into every head, so this runs for every field of every
-// request. A tail shorter than a word is done as one more word ending at the
-// last byte (lowercasing twice changes nothing), so no byte loop remains
-// but for names under four bytes.
-void lowerInPlace(char* p, std::size_t n) {
+// Copies [from, from + n) to `to` (which does not overlap it) with its ASCII
+// letters lowercased, a word at a time: names are copied into every head, so
+// this runs for every field of every request, and one pass does both the
+// copy (no call to memcpy) and the lowering. A tail shorter than a word is
+// done as one more word ending at the last byte (it writes some bytes twice,
+// the same both times), so no byte loop remains but for names under four
+// bytes.
+void copyLower(char* to, const char* from, std::size_t n) {
   if (n >= 8) {
     std::size_t i = 0;
     for (; i + 8 <= n; i += 8)
-      lowerAt<std::uint64_t>(p + i);
-    if (i < n) lowerAt<std::uint64_t>(p + n - 8);
+      copyLowerAt<std::uint64_t>(to + i, from + i);
+    if (i < n) copyLowerAt<std::uint64_t>(to + n - 8, from + n - 8);
   } else if (n >= 4) {
-    lowerAt<std::uint32_t>(p);
-    lowerAt<std::uint32_t>(p + n - 4);
+    copyLowerAt<std::uint32_t>(to, from);
+    copyLowerAt<std::uint32_t>(to + n - 4, from + n - 4);
   } else {
     for (std::size_t i = 0; i < n; ++i)
-      p[i] = lowerAscii(p[i]);
+      to[i] = lowerAscii(from[i]);
   }
 }
 }  // namespace
@@ -134,10 +136,7 @@ void Headers::add(std::string_view name, std::string_view value) {
     regrow(fields, bytes);
   }
   char* at = text() + textSize_;
-  if (!name.empty()) {
-    std::memcpy(at, name.data(), name.size());
-    lowerInPlace(at, name.size());
-  }
+  copyLower(at, name.data(), name.size());
   if (!value.empty()) std::memcpy(at + name.size(), value.data(), value.size());
   entries()[count_++] = Entry{textSize_, static_cast<std::uint32_t>(name.size()),
                               static_cast<std::uint32_t>(value.size())};
