@@ -153,9 +153,11 @@ net::Task<void> deliverStream(Worker& worker, net::ResponseSink& sink, Forwarded
     record.addWait(SteadyClock::now() - w0);  // the caller's pace, not ours
     if (!written) co_return;  // caller gone: the upstream request is dropped with `f`
   }
-  // The upstream has said all it will (or is being left): its slot is free
-  // before the last bytes reach the caller (see deliverJson).
-  if (f.lease) f.lease->release();
+  // The upstream has said all it will: its slot is free before the last
+  // bytes reach the caller (see deliverJson). One cut off mid-stream (an
+  // event over max_event_bytes) may still be sending: it keeps its slot
+  // until its connection is dropped with `f`.
+  if (f.lease && (!more || f.response->complete())) f.lease->release();
   if (transform.usage()) record.reported(*transform.usage());
   std::string why;
   if (worker.shuttingDown() && f.response->failure()) {

@@ -7,7 +7,8 @@
 // caller gives, the pieces are copied in, and finish() cuts it to what was
 // written. A bound that was too small is not an error: the writer grows the
 // string (doubling) before any piece that would not fit, so no write can run
-// past it.
+// past it. A piece must not be a view into the string being written (growing
+// would move it).
 #pragma once
 
 #include <algorithm>
