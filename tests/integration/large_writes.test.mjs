@@ -20,6 +20,11 @@ after(() => capture.close());
 const BIG_REQUEST = 24_000_000;
 const env = useTopology({
   server: { max_request_bytes: 32 * 1024 * 1024 },
+  // The first-byte deadline runs from the request's first byte: writing and
+  // reading 24 MB on a loaded machine under a sanitizer took longer than the
+  // 15 s default once, and the retry that followed reached the upstream as a
+  // second request. These tests are about writes, not that deadline.
+  extra: { timeouts: { first_byte_ms: 120_000 } },
   upstreams: [
     { name: 'capture', url: capture.url, apiKey: 'sk-capture-upstream-secret-6a8c0e2a4c6e', weight: 1, models: { 'kimi-capture': 'kimi-capture-up' } },
   ],

@@ -144,8 +144,20 @@ export async function startCaptureUpstream({
       socket.destroy();
     };
     let buf = Buffer.alloc(0);
+    // Reads are kept as they come and joined once enough has arrived for the
+    // request's declared length (joining at every read copies a 24 MB body
+    // hundreds of times).
+    let pending = [];
+    let pendingBytes = 0;
+    let need = 0;
     socket.on('data', (data) => {
-      buf = Buffer.concat([buf, data]);
+      pending.push(data);
+      pendingBytes += data.length;
+      if (buf.length + pendingBytes < need) return;
+      buf = Buffer.concat([buf, ...pending]);
+      pending = [];
+      pendingBytes = 0;
+      need = 0;
       for (let parsed; (parsed = parseRequest(buf)); ) {
         buf = parsed.rest;
         const { request } = parsed;
@@ -198,6 +210,12 @@ export async function startCaptureUpstream({
         } else {
           socket.write(answer);
         }
+      }
+      // The request still arriving: how much it needs before joining again.
+      const headEnd = buf.indexOf('\r\n\r\n');
+      if (headEnd >= 0) {
+        const length = /\r\ncontent-length:[ \t]*(\d+)/i.exec(buf.subarray(0, headEnd).toString('latin1'))?.[1];
+        if (length !== undefined) need = headEnd + 4 + Number(length);
       }
     });
   });
