@@ -106,13 +106,7 @@ class Scanner {
   std::size_t offset(const char* p) const { return static_cast<std::size_t>(p - base_); }
   bool topIsObject() const { return (kinds_[(depth_ - 1) / 64] >> ((depth_ - 1) % 64)) & 1U; }
 
-  // Compact JSON (what SDKs send) has none: one compare says so, since
-  // every whitespace byte is at or below ' '.
-  void skipWhitespace() {
-    if (p_ == end_ || static_cast<unsigned char>(*p_) > ' ') return;
-    while (p_ != end_ && (*p_ == ' ' || *p_ == '\n' || *p_ == '\r' || *p_ == '\t'))
-      ++p_;
-  }
+  void skipWhitespace() { p_ = skipJsonWhitespace(p_, end_); }
 
   bool fail(const char* at, std::string message) {
     error_ = JsonError{offset(at), std::move(message)};

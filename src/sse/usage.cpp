@@ -70,14 +70,7 @@ struct Cursor {
   const char* p;
   const char* end;
 
-  // Providers write usage without whitespace: one compare says so (every
-  // JSON whitespace byte is at or below ' ', and no byte that may follow
-  // here is).
-  void skipSpace() {
-    if (p == end || static_cast<unsigned char>(*p) > ' ') return;
-    while (p != end && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t'))
-      ++p;
-  }
+  void skipSpace() { p = skipJsonWhitespace(p, end); }
   bool eat(char c) {
     if (p != end && *p == c) {  // the common case: no whitespace before it
       ++p;

@@ -77,6 +77,16 @@ struct JsonLimits {
   static constexpr std::size_t kMaxDepthCap = 1024;
 };
 
+// Past the JSON whitespace (space, tab, CR, LF) at `p`, reading no further
+// than `end`. Compact JSON, what SDKs and providers send, has none: one
+// compare says so, since every whitespace byte is at or below ' '.
+inline const char* skipJsonWhitespace(const char* p, const char* end) {
+  if (p == end || static_cast<unsigned char>(*p) > ' ') return p;
+  while (p != end && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t'))
+    ++p;
+  return p;
+}
+
 // Validates `text` as one complete JSON text: optional whitespace, one value,
 // optional whitespace, nothing else.
 std::optional<JsonError> validateJson(std::string_view text, const JsonLimits& limits = {});

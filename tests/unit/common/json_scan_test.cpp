@@ -27,6 +27,19 @@ std::string unescaped(std::string_view quoted) {
   return out;
 }
 
+// The one-compare exit must not take a byte at or below ' ' that is not
+// whitespace, nor stop on one that is.
+TEST(JsonWhitespace, SkipsTheFourKindsAndNothingElse) {
+  const std::string_view spaced = " \t\r\n{";
+  EXPECT_EQ(skipJsonWhitespace(spaced.data(), spaced.data() + spaced.size()), spaced.data() + 4);
+  EXPECT_EQ(skipJsonWhitespace(spaced.data(), spaced.data() + 2), spaced.data() + 2);  // the end
+  for (int byte = 0; byte < 256; ++byte) {
+    const char c = static_cast<char>(byte);
+    const bool ws = c == ' ' || c == '\t' || c == '\r' || c == '\n';
+    EXPECT_EQ(skipJsonWhitespace(&c, &c + 1), &c + (ws ? 1 : 0)) << "byte " << byte;
+  }
+}
+
 TEST(JsonValidate, AcceptsEveryKindOfValueAtTheTop) {
   for (std::string_view text : {"{}", "[]", "0", "\"\"", "true", "false", "null", " \t\r\n{}\n ",
                                 R"({"a":[1,{"b":null}],"c":"d"})", "[[[]],[{}]]"}) {
