@@ -5,8 +5,9 @@
 //
 // The buffer keeps its capacity between uses unless a huge head made it grow
 // past `KeepBytes`; then it is freed at the thread's next use, so one
-// outsized head does not hold memory for the thread's life. Text that must outlive the call that
-// made it (a write that has to wait for room) is copied out first.
+// outsized head does not hold memory for the thread's life. Text that must
+// outlive the call that made it (a write that has to wait for room) is copied
+// out first.
 #pragma once
 
 #include <cstddef>
