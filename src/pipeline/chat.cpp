@@ -6,6 +6,7 @@
 
 #include <charconv>
 #include <cstdio>
+#include <optional>
 
 #include "chat_forward.hpp"
 #include "chat_record.hpp"
@@ -59,7 +60,13 @@ net::Task<void> deliverJson(net::ResponseSink& sink, Forwarded& f, Headers heade
   const std::string& upstreamName = upstream.name;
   std::string body;
   auto t0 = SteadyClock::now();
-  bool ok = co_await f.response->readAll(body, upstream.config->maxResponseBytes);
+  // The whole answer has nearly always come with its head: taken at once.
+  bool ok = false;
+  const std::uint64_t limit = upstream.config->maxResponseBytes;
+  if (std::optional<bool> ready = f.response->readAllNow(body, limit))
+    ok = *ready;
+  else
+    ok = co_await f.response->readAll(body, limit);
   record.addWait(SteadyClock::now() - t0);
   // The upstream is done with this request: its slot is free for the next
   // one, even while the write to a slow caller still waits for room.

@@ -136,26 +136,28 @@ void Exchange::abort() {
   conn_->socket().close(ignored);
 }
 
-Task<bool> Exchange::read(std::string& out) {
+// What the connection buffer holds, parsed into `out`. Every path of read()
+// but the wait: the caller may resume at once, without a coroutine frame.
+std::optional<bool> Exchange::readNow(std::string& out) {
+  if (done_) return false;
+  // A burst arrives as many chunks in one socket read: one read() returns
+  // all of it.
   std::size_t got = 0;
-  while (!done_) {
-    // What is buffered first: a burst arrives as many chunks in one socket
-    // read, and one read() returns all of it.
-    if (auto ec = parseBuffered(out, got)) {
-      fail(FailureKind::kReset, ec.message(), ec);
-      co_return false;
-    }
-    if (parser_->done()) {
-      finishBody();  // the body's end came with these bytes (or before)
-      co_return got > 0;
-    }
-    if (got > 0) {
-      // Until the next read, time passes at the caller's pace (a slow
-      // reader, a closed window), not the upstream's: only the total
-      // deadline runs.
-      watchdog_.set(deadlines_.total, FailureKind::kTotalTimeout);
-      co_return true;
-    }
+  if (auto ec = parseBuffered(out, got)) return fail(FailureKind::kReset, ec.message(), ec);
+  if (parser_->done()) {
+    finishBody();  // the body's end came with these bytes (or before)
+    return got > 0;
+  }
+  if (got == 0) return std::nullopt;
+  // Until the next read, time passes at the caller's pace (a slow reader, a
+  // closed window), not the upstream's: only the total deadline runs.
+  watchdog_.set(deadlines_.total, FailureKind::kTotalTimeout);
+  return true;
+}
+
+Task<bool> Exchange::read(std::string& out) {
+  for (;;) {
+    if (std::optional<bool> ready = readNow(out)) co_return *ready;
     auto now = Clock::now();
     bool idleFirst = now + deadlines_.idle < deadlines_.total;
     watchdog_.set(std::min(now + deadlines_.idle, deadlines_.total),
@@ -193,7 +195,6 @@ Task<bool> Exchange::read(std::string& out) {
       co_return false;
     }
   }
-  co_return false;
 }
 
 // Reads one head. What the connection buffer holds is parsed first; then,
@@ -289,10 +290,35 @@ Task<bool> Exchange::readAll(std::string& out, std::uint64_t limit) {
     out.reserve(out.size() + *len);
   }
   const std::size_t start = out.size();
-  while (co_await read(out)) {
+  for (;;) {
+    bool more = false;
+    if (std::optional<bool> ready = readNow(out))
+      more = *ready;
+    else
+      more = co_await read(out);
+    if (!more) break;
     if (out.size() - start > limit) co_return tooLarge(limit);
   }
   co_return !failure_;
+}
+
+// readAll() at once when the head declared the body's length and all of it
+// is in the buffer; nullopt, having read nothing, otherwise (a chunked body,
+// one to the connection's close, or one still arriving).
+std::optional<bool> Exchange::readAllNow(std::string& out, std::uint64_t limit) {
+  if (!parser_->done()) {
+    const std::optional<std::uint64_t> len = parser_->contentLength();
+    if (!len) return std::nullopt;
+    if (*len > limit) return tooLarge(limit);
+    if (conn_->buffer.size() < *len) return std::nullopt;
+    out.reserve(out.size() + *len);
+  }
+  // The declared length bounds what is appended: no limit check is left.
+  std::optional<bool> more;
+  while ((more = readNow(out)) && *more) {
+  }
+  if (!more) return std::nullopt;  // not reached with the whole body here; readAll() would go on
+  return !failure_;
 }
 
 // A body over the cap is not read further: the connection is dropped.

@@ -83,6 +83,8 @@ class Exchange final : public ResponseStream {
   void abort() override;
   Task<bool> read(std::string& out) override;
   Task<bool> readAll(std::string& out, std::uint64_t limit) override;
+  std::optional<bool> readNow(std::string& out) override;
+  std::optional<bool> readAllNow(std::string& out, std::uint64_t limit) override;
 
  private:
   Task<boost::system::error_code> readHead();

@@ -24,7 +24,11 @@ const headOverCap = await startCaptureUpstream({ headBytes: MAX_HEAD + 1 });
 const headEndless = await startCaptureUpstream({ endlessHead: true });
 // A 204 whose Content-Length declares a body far over max_response_bytes.
 const noBody = await startCaptureUpstream({ noBodyLength: 1024 ** 4 });
-const raw = [interim, interimAtCap, interimOverCap, trailer, headAtCap, headOverCap, headEndless, noBody];
+// Answers framed by Content-Length, head and body in one write: read whole
+// at once (no wait, no coroutine of its own) against max_response_bytes.
+const LENGTH_BODY = 4096;
+const lengthFramed = await startCaptureUpstream({ contentLength: LENGTH_BODY });
+const raw = [interim, interimAtCap, interimOverCap, trailer, headAtCap, headOverCap, headEndless, noBody, lengthFramed];
 after(() => Promise.all(raw.map((u) => u.close())));
 
 const env = useTopology({
@@ -36,6 +40,8 @@ const env = useTopology({
     { name: 'head-cap', url: headAtCap.url, apiKey: 'sk-head-cap-secret-6f8a0c2e4a6c8e0a', weight: 1, models: { 'kimi-head-cap': 'kimi-head-cap-up' } },
     { name: 'head-over', url: headOverCap.url, apiKey: 'sk-head-over-secret-8a0c2e4a6c8e0a2c', weight: 1, models: { 'kimi-head-over': 'kimi-head-over-up' } },
     { name: 'head-endless', url: headEndless.url, apiKey: 'sk-head-endless-secret-0c2e4a6c8e0a2c4e', weight: 1, models: { 'kimi-head-endless': 'kimi-head-endless-up' } },
+    { name: 'length-cap', url: lengthFramed.url, apiKey: 'sk-length-cap-secret-3e5a7c9b1d3f5a7c9e1b', weight: 1, max_response_bytes: LENGTH_BODY, models: { 'kimi-length-cap': 'kimi-length-up' } },
+    { name: 'length-under', url: lengthFramed.url, apiKey: 'sk-length-under-secret-5a7c9e1b3d5f7a9c1e3b', weight: 1, max_response_bytes: LENGTH_BODY - 1, models: { 'kimi-length-under': 'kimi-length-up' } },
     { name: 'no-body', url: noBody.url, apiKey: 'sk-no-body-secret-1d3f5b7a9c1e3d5f7b9a', weight: 1, models: { 'kimi-no-body': 'kimi-no-body-up' } },
   ],
 });
@@ -52,6 +58,21 @@ async function chat(model, id) {
 }
 
 describe('upstream framing', () => {
+  test('an answer framed by Content-Length that arrives with its head: at max_response_bytes it is passed on whole, twice; one byte over the limit is a 502 naming it', async () => {
+    for (let i = 0; i < 2; i++) {
+      const id = `length-cap-${i}-${randomUUID()}`;
+      const { res, text } = await chat('kimi-length-cap', id);
+      assert.equal(res.status, 200, text);
+      assert.equal(Buffer.byteLength(text), LENGTH_BODY);
+      assert.equal(JSON.parse(text).choices[0].message.content, CAPTURE_REPLY_CONTENT);
+      assert.equal(res.headers.get('x-upstream-request-id'), id);
+    }
+    const { res, text } = await chat('kimi-length-under', `length-under-${randomUUID()}`);
+    assert.equal(res.status, 502, text);
+    assert.match(JSON.parse(text).error.message, /max_response_bytes/);
+    assert.match(JSON.parse(text).error.message, /'length-under'/);
+  });
+
   test('a 103 Early Hints before the answer: the caller gets the final answer, and the next request its own', async () => {
     // Before the fix the 103 was taken for the answer (an error) and the
     // connection went back to the pool with the real 200 still coming: the

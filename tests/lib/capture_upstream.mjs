@@ -11,7 +11,7 @@
 // x-upstream-hop, Keep-Alive, Proxy-Connection, chunked Transfer-Encoding), so
 // a test can also check that none of them reaches the caller.
 //
-//   startCaptureUpstream({interim, errorWithTrailer, headBytes, endlessHead, noBodyLength})
+//   startCaptureUpstream({interim, errorWithTrailer, headBytes, endlessHead, noBodyLength, contentLength})
 //     -> {url, port, hostPort, requests, closedByPeer(), close()}
 //     requests  [{requestLine, method, target, headers: [[name, value]], body}]
 //     interim           how many "103 Early Hints" heads come first (true = 1);
@@ -28,6 +28,9 @@
 //     noBodyLength      the answer is a 204 No Content whose Content-Length
 //                       declares this many bytes (allowed: no body belongs
 //                       to a 204, whatever the fields say)
+//     contentLength     the answer's body is exactly this many bytes (the
+//                       completion, then spaces), framed by Content-Length,
+//                       not chunked, and leaves with its head in one write
 //     closedByPeer()    resolves once a connection the upstream wrote to was
 //                       closed by the other side, with the bytes written to it
 
@@ -120,6 +123,7 @@ export async function startCaptureUpstream({
   headBytes = 0,
   endlessHead = false,
   noBodyLength = 0,
+  contentLength = 0,
 } = {}) {
   const requests = [];
   const sockets = new Set();
@@ -183,6 +187,23 @@ export async function startCaptureUpstream({
             `HTTP/1.1 204 No Content\r\nContent-Length: ${noBodyLength}\r\n` +
               (id ? `X-Request-Id: ${id}\r\n` : '') +
               '\r\n',
+          );
+          continue;
+        }
+        if (contentLength) {
+          const padded = Buffer.alloc(Math.max(contentLength, body.length), ' ');
+          body.copy(padded);
+          socket.write(
+            Buffer.concat([
+              Buffer.from(
+                'HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n' +
+                  `Content-Length: ${padded.length}\r\n` +
+                  (id ? `X-Request-Id: ${id}\r\n` : '') +
+                  '\r\n',
+                'latin1',
+              ),
+              padded,
+            ]),
           );
           continue;
         }

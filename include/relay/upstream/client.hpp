@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -86,6 +87,21 @@ class ResponseStream {
   // Reads the rest of the body into `out`, at most `limit` bytes (a body
   // declared or found larger fails with kTooLarge, unread). False on failure.
   virtual Task<bool> readAll(std::string& out, std::uint64_t limit) = 0;
+  // read() and readAll() without waiting, for when the bytes they need are
+  // already here (a JSON answer nearly always arrives with its head): the
+  // same answer, or nullopt when the call would have to wait, and then the
+  // caller calls read() or readAll(), which carry on where these left off.
+  // A caller that asks these first spares a coroutine frame for each call
+  // that finds its bytes already received. By default they know nothing.
+  virtual std::optional<bool> readNow(std::string& out) {
+    (void)out;
+    return std::nullopt;
+  }
+  virtual std::optional<bool> readAllNow(std::string& out, std::uint64_t limit) {
+    (void)out;
+    (void)limit;
+    return std::nullopt;
+  }
   virtual const Failure& failure() const = 0;
   // Closes the connection now; a pending read() ends with a failure. Used at
   // shutdown, so that an open stream can still be ended with an error event.
