@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <charconv>
 #include <iterator>
+#include <optional>
 #include <random>
 
 #include <boost/asio/steady_timer.hpp>
@@ -378,8 +379,14 @@ class Forwarder {
       const int status = resp->status();
       snap_.telemetry->attempt(static_cast<std::uint32_t>(u),
                                status >= 500 || status == 429 || status == 401 || status == 403);
+      // An error answer is small and has nearly always come with its head.
       std::string body;
-      const bool read = co_await resp->readAll(body, info.config->maxResponseBytes);
+      const std::uint64_t limit = info.config->maxResponseBytes;
+      bool read = false;
+      if (std::optional<bool> now = resp->readAllNow(body, limit))
+        read = *now;
+      else
+        read = co_await resp->readAll(body, limit);
       if (!read) body.clear();
       noteErrorResponse(tried, *resp, std::move(body), info, lease, state);
     }

@@ -87,7 +87,8 @@ class Exchange final : public ResponseStream {
   std::optional<bool> readAllNow(std::string& out, std::uint64_t limit) override;
 
  private:
-  Task<boost::system::error_code> readHead();
+  std::optional<boost::system::error_code> headNow();
+  std::optional<boost::system::error_code> headAfterEmptyRead(const boost::system::error_code& rec);
   void newParser();
   boost::system::error_code parseBuffered(std::string& out, std::size_t& got);
   std::size_t parse(std::string_view in, std::string& out, std::size_t& got,
