@@ -152,11 +152,28 @@ void Headers::remove(std::string_view name) {
   removeIf([&](const HeaderField& f) { return equalsIgnoreCase(f.name, name); });
 }
 
+namespace {
+// a[0, n) == b[0, n). A name of 8 to 16 bytes (most field names) is two
+// word compares, the second ending at the last byte, inline; others go to
+// memcmp.
+bool sameName(const char* a, const char* b, std::size_t n) {
+  if (n >= 8 && n <= 16) {
+    std::uint64_t a0, b0, a1, b1;
+    std::memcpy(&a0, a, 8);
+    std::memcpy(&b0, b, 8);
+    std::memcpy(&a1, a + n - 8, 8);
+    std::memcpy(&b1, b + n - 8, 8);
+    return ((a0 ^ b0) | (a1 ^ b1)) == 0;
+  }
+  return std::memcmp(a, b, n) == 0;
+}
+}  // namespace
+
 std::optional<std::string_view> Headers::find(std::string_view lowerName) const {
   const char* const bytes = text();
   for (const Entry *e = entries(), *last = e + count_; e != last; ++e) {
     if (e->nameLength == lowerName.size() &&
-        std::memcmp(bytes + e->at, lowerName.data(), lowerName.size()) == 0) {
+        sameName(bytes + e->at, lowerName.data(), lowerName.size())) {
       return std::string_view(bytes + e->at + e->nameLength, e->valueLength);
     }
   }

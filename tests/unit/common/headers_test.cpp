@@ -66,6 +66,31 @@ TEST(Headers, KeepsOrderDuplicatesAndFindsTheFirst) {
             (std::vector<std::pair<std::string, std::string>>{{"tracestate", "z=3"}}));
 }
 
+// Names are compared a word at a time for 8 to 16 bytes (two words, the
+// second ending at the last byte), with memcmp otherwise: a name that
+// differs from the one asked for in any one byte, at any length, is not it,
+// and the name itself is found after it.
+TEST(Headers, FindsOnlyTheExactNameWhereverANeighbourDiffers) {
+  for (std::size_t length = 1; length <= 40; ++length) {
+    std::string name(length, 'a');
+    for (std::size_t i = 0; i < length; ++i)
+      name[i] = static_cast<char>('a' + (i * 7) % 26);
+    for (std::size_t at = 0; at < length; ++at) {
+      std::string neighbour = name;
+      neighbour[at] = neighbour[at] == 'z' ? 'y' : static_cast<char>(neighbour[at] + 1);
+      Headers h;
+      h.add(neighbour, "neighbour");
+      h.add(name + "x", "longer");
+      h.add(name, "it");
+      ASSERT_EQ(h.get(name), "it") << "length " << length << ", differing at " << at;
+      ASSERT_EQ(h.get(neighbour), "neighbour");
+      Headers without;
+      without.add(neighbour, "neighbour");
+      ASSERT_EQ(without.find(name), std::nullopt) << "length " << length << ", at " << at;
+    }
+  }
+}
+
 // Copies hold their own bytes; a moved-from Headers is empty and usable.
 TEST(Headers, CopiesAndMovesKeepTheirFields) {
   Headers a;
