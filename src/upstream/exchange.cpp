@@ -315,22 +315,24 @@ Task<bool> Exchange::readAll(std::string& out, std::uint64_t limit) {
   co_return !failure_;
 }
 
-// readAll() at once when the head declared the body's length and all of it
-// is in the buffer; nullopt, having read nothing, otherwise (a chunked body,
-// one to the connection's close, or one still arriving).
+// readAll() at once when Content-Length frames the body and all of it is in
+// the buffer; nullopt, having read nothing, otherwise (a chunked body, one
+// to the connection's close, or one still arriving).
 std::optional<bool> Exchange::readAllNow(std::string& out, std::uint64_t limit) {
+  if (done_) return !failure_;
   if (!parser_->done()) {
-    const std::optional<std::uint64_t> len = parser_->contentLength();
-    if (!len) return std::nullopt;
-    if (*len > limit) return tooLarge(limit);
-    if (conn_->buffer.size() < *len) return std::nullopt;
-    out.reserve(out.size() + *len);
+    const std::optional<std::uint64_t> left = parser_->lengthLeft();
+    if (!left) return std::nullopt;
+    if (*parser_->contentLength() > limit) return tooLarge(limit);
+    if (conn_->buffer.size() < *left) return std::nullopt;
+    out.reserve(out.size() + *left);
   }
-  // The declared length bounds what is appended: no limit check is left.
+  // The parser stops at the declared length, which is within the limit, and
+  // the buffer holds the rest of the body: these calls end with it.
   std::optional<bool> more;
   while ((more = readNow(out)) && *more) {
   }
-  if (!more) return std::nullopt;  // not reached with the whole body here; readAll() would go on
+  if (!more) return std::nullopt;  // not reached (see above); readAll() would go on
   return !failure_;
 }
 

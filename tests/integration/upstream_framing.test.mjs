@@ -28,7 +28,10 @@ const noBody = await startCaptureUpstream({ noBodyLength: 1024 ** 4 });
 // at once (no wait, no coroutine of its own) against max_response_bytes.
 const LENGTH_BODY = 4096;
 const lengthFramed = await startCaptureUpstream({ contentLength: LENGTH_BODY });
-const raw = [interim, interimAtCap, interimOverCap, trailer, headAtCap, headOverCap, headEndless, noBody, lengthFramed];
+// The same head with a Transfer-Encoding too, which frames the body to the
+// connection's end: the declared length does not bound what follows.
+const codingFramed = await startCaptureUpstream({ contentLength: LENGTH_BODY, codingOver: 1000 });
+const raw = [interim, interimAtCap, interimOverCap, trailer, headAtCap, headOverCap, headEndless, noBody, lengthFramed, codingFramed];
 after(() => Promise.all(raw.map((u) => u.close())));
 
 const env = useTopology({
@@ -42,6 +45,7 @@ const env = useTopology({
     { name: 'head-endless', url: headEndless.url, apiKey: 'sk-head-endless-secret-0c2e4a6c8e0a2c4e', weight: 1, models: { 'kimi-head-endless': 'kimi-head-endless-up' } },
     { name: 'length-cap', url: lengthFramed.url, apiKey: 'sk-length-cap-secret-3e5a7c9b1d3f5a7c9e1b', weight: 1, max_response_bytes: LENGTH_BODY, models: { 'kimi-length-cap': 'kimi-length-up' } },
     { name: 'length-under', url: lengthFramed.url, apiKey: 'sk-length-under-secret-5a7c9e1b3d5f7a9c1e3b', weight: 1, max_response_bytes: LENGTH_BODY - 1, models: { 'kimi-length-under': 'kimi-length-up' } },
+    { name: 'coding-over', url: codingFramed.url, apiKey: 'sk-coding-over-secret-7c9e1b3d5f7a9c1e3b5d', weight: 1, max_response_bytes: LENGTH_BODY, models: { 'kimi-coding-over': 'kimi-length-up' } },
     { name: 'no-body', url: noBody.url, apiKey: 'sk-no-body-secret-1d3f5b7a9c1e3d5f7b9a', weight: 1, models: { 'kimi-no-body': 'kimi-no-body-up' } },
   ],
 });
@@ -71,6 +75,13 @@ describe('upstream framing', () => {
     assert.equal(res.status, 502, text);
     assert.match(JSON.parse(text).error.message, /max_response_bytes/);
     assert.match(JSON.parse(text).error.message, /'length-under'/);
+  });
+
+  test('a Content-Length within max_response_bytes beside a Transfer-Encoding, whose body runs on past it in the same read: a 502 naming the limit, not the bytes', async () => {
+    const { res, text } = await chat('kimi-coding-over', `coding-over-${randomUUID()}`);
+    assert.equal(res.status, 502, text.slice(0, 200));
+    assert.match(JSON.parse(text).error.message, /max_response_bytes/);
+    assert.match(JSON.parse(text).error.message, /'coding-over'/);
   });
 
   test('a 103 Early Hints before the answer: the caller gets the final answer, and the next request its own', async () => {

@@ -11,7 +11,7 @@
 // x-upstream-hop, Keep-Alive, Proxy-Connection, chunked Transfer-Encoding), so
 // a test can also check that none of them reaches the caller.
 //
-//   startCaptureUpstream({interim, errorWithTrailer, headBytes, endlessHead, noBodyLength, contentLength})
+//   startCaptureUpstream({interim, errorWithTrailer, headBytes, endlessHead, noBodyLength, contentLength, codingOver})
 //     -> {url, port, hostPort, requests, closedByPeer(), close()}
 //     requests  [{requestLine, method, target, headers: [[name, value]], body}]
 //     interim           how many "103 Early Hints" heads come first (true = 1);
@@ -31,6 +31,10 @@
 //     contentLength     the answer's body is exactly this many bytes (the
 //                       completion, then spaces), framed by Content-Length,
 //                       not chunked, and leaves with its head in one write
+//     codingOver        with contentLength: the head also names a
+//                       Transfer-Encoding other than chunked (gzip), which
+//                       frames the body to the connection's end instead,
+//                       and this many more bytes follow in the same write
 //     closedByPeer()    resolves once a connection the upstream wrote to was
 //                       closed by the other side, with the bytes written to it
 
@@ -124,6 +128,7 @@ export async function startCaptureUpstream({
   endlessHead = false,
   noBodyLength = 0,
   contentLength = 0,
+  codingOver = 0,
 } = {}) {
   const requests = [];
   const sockets = new Set();
@@ -191,13 +196,14 @@ export async function startCaptureUpstream({
           continue;
         }
         if (contentLength) {
-          const padded = Buffer.alloc(Math.max(contentLength, body.length), ' ');
+          const padded = Buffer.alloc(Math.max(contentLength, body.length) + codingOver, ' ');
           body.copy(padded);
           socket.write(
             Buffer.concat([
               Buffer.from(
                 'HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n' +
-                  `Content-Length: ${padded.length}\r\n` +
+                  (codingOver ? 'Transfer-Encoding: gzip\r\n' : '') +
+                  `Content-Length: ${padded.length - codingOver}\r\n` +
                   (id ? `X-Request-Id: ${id}\r\n` : '') +
                   '\r\n',
                 'latin1',

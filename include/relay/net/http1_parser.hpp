@@ -125,6 +125,13 @@ class Parser {
     if ((flags_ & kContentLength) == 0) return std::nullopt;
     return contentLength_;
   }
+  // After the head: the body bytes still to come when Content-Length frames
+  // the body (a Transfer-Encoding takes precedence over a Content-Length, so
+  // contentLength() alone does not say this); nullopt for any other framing.
+  std::optional<std::uint64_t> lengthLeft() const {
+    if (state_ != State::kLength) return std::nullopt;
+    return remaining_;
+  }
   int version() const { return version_; }  // 10 or 11
   // Bytes looked at in searching for the end of a head or trailer so far:
   // each is looked at about once however the bytes arrive (a head that

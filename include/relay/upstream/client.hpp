@@ -89,8 +89,9 @@ class ResponseStream {
   virtual Task<bool> readAll(std::string& out, std::uint64_t limit) = 0;
   // read() and readAll() without waiting, for when the bytes they need are
   // already here (a JSON answer nearly always arrives with its head): the
-  // same answer, or nullopt when the call would have to wait, and then the
-  // caller calls read() or readAll(), which carry on where these left off.
+  // same answer, or nullopt when the call would have to wait. Then the
+  // caller calls read() or readAll(): read() carries on where readNow()
+  // left off, and readAllNow() reads nothing unless it can read it all.
   // A caller that asks these first spares a coroutine frame for each call
   // that finds its bytes already received. By default they know nothing.
   virtual std::optional<bool> readNow(std::string& out) {
