@@ -32,9 +32,9 @@ if [[ -n $compare ]]; then
   if [[ ! -x $ref_bin/kimi-relay ]]; then
     src=$(mktemp -d)
     git worktree add --detach "$src" "$compare" >/dev/null
-    cmake -S "$src" -B "$ref_bin" -G Ninja -DCMAKE_BUILD_TYPE=Release -DRELAY_BUILD_TESTS=OFF \
-      -DRELAY_BUILD_BENCH=OFF >/dev/null
-    cmake --build "$ref_bin" -j"${JOBS:-2}" --target kimi-relay >/dev/null
+    # As that revision's own scripts/build.sh builds it (from a profile since
+    # the profile-guided build came in), so that the two are alike.
+    BUILD_DIR=$ref_bin "$src/scripts/build.sh" -DRELAY_BUILD_TESTS=OFF -DRELAY_BUILD_BENCH=OFF >/dev/null
     git worktree remove --force "$src"
   fi
 fi
