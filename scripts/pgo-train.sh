@@ -23,7 +23,11 @@ stream_requests=${PGO_STREAM_REQUESTS:-300}
 work=$(mktemp -d)
 pids=()
 cleanup() {
+  local status=$?
   for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  if ((status != 0)); then  # what the two processes said, for the build log
+    tail -n 20 "$work/relay.log" "$work/mock.log" >&2 2>/dev/null || true
+  fi
   rm -rf "$work"
 }
 trap cleanup EXIT
