@@ -5,7 +5,7 @@
 #
 # A Release build with GCC is built from a profile (cmake/RelayPgo.cmake):
 # the first time, an instrumented kimi-relay is built in BUILD_DIR/pgo-generate
-# and trained (scripts/pgo-train.sh, ~15 s), and its profile in
+# and trained (scripts/pgo-train.sh, ~12 s), and its profile in
 # BUILD_DIR/pgo-profile is then used by every later build of BUILD_DIR.
 #   PGO=0 scripts/build.sh       without a profile
 #   PGO=train scripts/build.sh   train again (after large changes, before measuring)
