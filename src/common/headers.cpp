@@ -6,6 +6,8 @@
 #include <limits>
 #include <stdexcept>
 
+#include "relay/common/small_copy.hpp"
+
 namespace relay {
 
 namespace {
@@ -137,7 +139,7 @@ void Headers::add(std::string_view name, std::string_view value) {
   }
   char* at = text() + textSize_;
   copyLower(at, name.data(), name.size());
-  if (!value.empty()) std::memcpy(at + name.size(), value.data(), value.size());
+  copySmall(at + name.size(), value.data(), value.size());
   entries()[count_++] = Entry{textSize_, static_cast<std::uint32_t>(name.size()),
                               static_cast<std::uint32_t>(value.size())};
   textSize_ += static_cast<std::uint32_t>(need);

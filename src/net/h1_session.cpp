@@ -46,6 +46,7 @@
 
 #include "h1_request_parser.hpp"
 #include "input_park.hpp"
+#include "relay/common/coarse_clock.hpp"
 #include "relay/common/head_writer.hpp"
 #include "relay/common/limits.hpp"
 #include "relay/common/thread_scratch.hpp"
@@ -323,7 +324,10 @@ class H1Session final : public ResponseSink,
     for (;;) {
       // One clock reading per pass (none runs between here and the wait):
       // when the head starts, when it is whole, and the deadline of the wait.
-      const SteadyClock::time_point now = SteadyClock::now();
+      // With no bytes yet (a keep-alive connection between requests) it only
+      // sets an idle or header deadline of seconds: the coarse clock does.
+      const SteadyClock::time_point now =
+          inbox_.size() > 0 ? SteadyClock::now() : coarseSteadyNow();
       if (inbox_.size() > 0) {
         if (!headStart) headStart = now;
         boost::system::error_code ec;
@@ -462,6 +466,7 @@ class H1Session final : public ResponseSink,
     head.protocol = Protocol::kHttp1;
     head.tls = config_->tls;
     head.peer = peer_;
+    head.receivedAt = headDoneAt_;
   }
 
   // Nothing left for completeResponse() to do (the common case: no coroutine for it).

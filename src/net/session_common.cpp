@@ -22,9 +22,24 @@ std::string peerAddress(tcp::socket& socket) {
 }
 
 bool isHopByHopHeader(std::string_view n) {
-  return n == "connection" || n == "keep-alive" || n == "proxy-connection" ||
-         n == "transfer-encoding" || n == "te" || n == "upgrade" || n == "trailer" ||
-         n == "http2-settings";
+  // By length first: every field of every head passes here, and most names
+  // have a length no hop-by-hop name has (one compare, no memcmp call).
+  switch (n.size()) {
+    case 2:
+      return n == "te";
+    case 7:
+      return n == "upgrade" || n == "trailer";
+    case 10:
+      return n == "connection" || n == "keep-alive";
+    case 14:
+      return n == "http2-settings";
+    case 16:
+      return n == "proxy-connection";
+    case 17:
+      return n == "transfer-encoding";
+    default:
+      return false;
+  }
 }
 
 ResponseHead sessionErrorHead(int status, std::string_view requestId) {

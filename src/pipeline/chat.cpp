@@ -59,15 +59,17 @@ net::Task<void> deliverJson(net::ResponseSink& sink, Forwarded& f, Headers heade
                             ChatRecord& record, const upstream::UpstreamInfo& upstream) {
   const std::string& upstreamName = upstream.name;
   std::string body;
-  auto t0 = SteadyClock::now();
-  // The whole answer has nearly always come with its head: taken at once.
+  // The whole answer has nearly always come with its head: taken at once,
+  // with no wait to time (and no clock read).
   bool ok = false;
   const std::uint64_t limit = upstream.config->maxResponseBytes;
-  if (std::optional<bool> ready = f.response->readAllNow(body, limit))
+  if (std::optional<bool> ready = f.response->readAllNow(body, limit)) {
     ok = *ready;
-  else
+  } else {
+    const auto t0 = SteadyClock::now();
     ok = co_await f.response->readAll(body, limit);
-  record.addWait(SteadyClock::now() - t0);
+    record.addWait(SteadyClock::now() - t0);
+  }
   // The upstream is done with this request: its slot is free for the next
   // one, even while the write to a slow caller still waits for room.
   if (f.lease) f.lease->release();
@@ -245,7 +247,9 @@ net::Task<void> handleEmbeddings(Worker& worker, net::Exchange& ex) {
 }
 
 net::Task<void> handleModelRequest(Worker& worker, net::Exchange& ex, ModelApi api) {
-  const auto start = SteadyClock::now();
+  // From the session's reading when the head was whole (no clock read here).
+  const auto start =
+      ex.head.receivedAt != SteadyClock::time_point{} ? ex.head.receivedAt : SteadyClock::now();
   // Taken together, before any suspension, and kept: they match each other
   // even if a reload swaps the worker's.
   std::shared_ptr<const Snapshot> snapshot = worker.snapshotPtr();

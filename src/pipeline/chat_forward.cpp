@@ -83,7 +83,8 @@ class Forwarder {
       : worker_(worker), snap_(snap), req_(req), history_(snap.catalog.upstreams().size()) {
     const auto& t = snap.config.timeouts;
     deadline_ = req.start + std::chrono::milliseconds(t.totalMs);
-    queueDeadline_ = std::min(deadline_, SteadyClock::now() + std::chrono::milliseconds(t.queueMs));
+    constructedAt_ = SteadyClock::now();
+    queueDeadline_ = std::min(deadline_, constructedAt_ + std::chrono::milliseconds(t.queueMs));
     maxAttempts_ = req.hops > 0 ? 1 : snap.config.retry.maxAttempts;  // the outer relay retries
     // The fields every attempt sends, serialised once. The fields the
     // gateway sets itself replace any the caller sent.
@@ -133,7 +134,10 @@ class Forwarder {
     for (const upstream::ModelRoute* fb : snap_.fallbacks[first->index]) {
       if (req_.plan.tenant->mayUse(fb->model)) models.push_back(fb);
     }
-    for (std::size_t m = 0; m < models.size() && !exhausted(); ++m) {
+    // The constructor's clock reading serves the first model: run() and
+    // tryModel()'s first pass follow it with no wait in between.
+    for (std::size_t m = 0;
+         m < models.size() && !exhausted(m == 0 ? constructedAt_ : SteadyClock::now()); ++m) {
       if (m > 0 && !tried_.empty()) {
         snap_.telemetry->fallback(static_cast<std::uint32_t>(tried_.back().index),
                                   telemetry::FallbackKind::kModel,
@@ -146,7 +150,9 @@ class Forwarder {
           snap_.publish(e);
         }
       }
-      const bool answered = co_await tryModel(*models[m], m + 1 < models.size());
+      const std::optional<SteadyClock::time_point> firstNow =
+          m == 0 ? std::optional(constructedAt_) : std::nullopt;
+      const bool answered = co_await tryModel(*models[m], m + 1 < models.size(), firstNow);
       if (answered) co_return;
     }
     result_ = fail(finalAnswer());
@@ -218,11 +224,14 @@ class Forwarder {
   // With a fallback model left, a model whose every upstream has already
   // failed in this request is given up: its fallback is the better bet than
   // the same upstreams again.
-  net::Task<bool> tryModel(const upstream::ModelRoute& route, bool fallbackLeft) {
+  // `firstNow`: a clock reading for the first pass, when the caller has one.
+  net::Task<bool> tryModel(const upstream::ModelRoute& route, bool fallbackLeft,
+                           std::optional<SteadyClock::time_point> firstNow) {
     upstream::UpstreamStates& states = *snap_.upstreamStates;
     barOutsideRegions(route);
     // One clock reading per pass, for the deadline and the pick.
-    for (auto now = SteadyClock::now(); !exhausted(now); now = SteadyClock::now()) {
+    for (auto now = firstNow ? *firstNow : SteadyClock::now(); !exhausted(now);
+         now = SteadyClock::now()) {
       if (fallbackLeft && allFailed(route)) co_return false;
       upstream::Balancer* balancer = worker_.balancer(snap_, route.index);
       std::optional<upstream::Balancer> oneOff;
@@ -341,9 +350,10 @@ class Forwarder {
     const upstream::UpstreamInfo& info = snap_.catalog.upstreams()[u];
     upstream::OutgoingRequest out = outgoingRequest(info, route.candidates[lease.candidate]);
 
-    const upstream::Deadlines deadlines = attemptDeadlines();  // named: no temporary in co_await
+    upstream::Deadlines deadlines = attemptDeadlines();  // named: no temporary in co_await
     upstream::Failure failure;
-    auto sent = SteadyClock::now();
+    const auto sent = SteadyClock::now();
+    deadlines.sentAt = sent;  // the pool's clock reading too
     std::unique_ptr<upstream::ResponseStream> resp =
         co_await req_.clients.send(u, out, deadlines, failure);
     auto headAt = SteadyClock::now();
@@ -360,7 +370,7 @@ class Forwarder {
     if (resp && resp->status() >= 200 && resp->status() < 300) {
       lease.report(upstream::HealthVerdict::kSuccess, headAt);
       snap_.telemetry->attempt(static_cast<std::uint32_t>(u), false);
-      reportHealth(u);
+      reportHealth(u, headAt);
       answered(route, std::move(resp), std::move(lease));
       co_return true;
     }
@@ -392,7 +402,7 @@ class Forwarder {
     }
     lease.release();
     if (state.health().ejectionsTotal() > ejectionsBefore) reportEjection(info, tried);
-    reportHealth(u);
+    reportHealth(u, SteadyClock::now());
     tried_.push_back(std::move(tried));
     co_return false;
   }
@@ -526,7 +536,9 @@ class Forwarder {
     }
   }
 
-  void reportHealth(std::size_t u) { reportUpstreamHealth(snap_, u); }
+  void reportHealth(std::size_t u, SteadyClock::time_point now) {
+    reportUpstreamHealth(snap_, u, now);
+  }
 
   // An event of this request (its id, key and node).
   RelayEvent event(std::string_view kind) const {
@@ -663,6 +675,7 @@ class Forwarder {
   std::string body_;
   SteadyClock::time_point deadline_;
   SteadyClock::time_point queueDeadline_;
+  SteadyClock::time_point constructedAt_;  // the constructor's clock reading
   std::optional<SteadyClock::time_point> fullRetryAt_;
   unsigned maxAttempts_ = 1;
   bool giveUp_ = false;
@@ -673,9 +686,9 @@ class Forwarder {
 
 }  // namespace
 
-void reportUpstreamHealth(const Snapshot& snap, std::size_t u) {
+void reportUpstreamHealth(const Snapshot& snap, std::size_t u, SteadyClock::time_point at) {
   using upstream::HealthStatus;
-  HealthStatus st = (*snap.upstreamStates)[u].health().status(SteadyClock::now());
+  HealthStatus st = (*snap.upstreamStates)[u].health().status(at);
   telemetry::HealthState now = st == HealthStatus::kEjected    ? telemetry::HealthState::kEjected
                                : st == HealthStatus::kHalfOpen ? telemetry::HealthState::kHalfOpen
                                                                : telemetry::HealthState::kHealthy;

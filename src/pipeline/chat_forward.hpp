@@ -57,6 +57,7 @@ net::Task<Forwarded> forwardChat(Worker& worker, const Snapshot& snapshot, Forwa
 
 // Sets upstream `u`'s health gauge from its tracker, and publishes
 // upstream.restored when it comes back from an ejection.
-void reportUpstreamHealth(const Snapshot& snapshot, std::size_t u);
+// `now`: a clock reading just taken.
+void reportUpstreamHealth(const Snapshot& snapshot, std::size_t u, SteadyClock::time_point now);
 
 }  // namespace relay::pipeline

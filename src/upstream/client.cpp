@@ -17,6 +17,7 @@
 
 #include "connection.hpp"
 #include "exchange.hpp"
+#include "relay/common/coarse_clock.hpp"
 #include "resolver.hpp"
 
 namespace relay::upstream {
@@ -116,9 +117,8 @@ struct ClientPool::Impl final : ConnectionHome {
   std::vector<std::vector<std::unique_ptr<Connection>>> idle;
   Options options;
 
-  std::unique_ptr<Connection> takeIdle(std::size_t index) {
+  std::unique_ptr<Connection> takeIdle(std::size_t index, Clock::time_point now) {
     auto& list = idle[index];
-    auto now = Clock::now();
     while (!list.empty()) {
       std::unique_ptr<Connection> c = std::move(list.back());
       list.pop_back();
@@ -135,7 +135,10 @@ struct ClientPool::Impl final : ConnectionHome {
   void giveBack(std::unique_ptr<Connection> c) override {
     auto& list = idle[c->upstream];
     if (list.size() >= options.maxIdlePerUpstream) return;
-    c->idleSince = Clock::now();
+    // The coarse clock (a few milliseconds behind, never ahead): idle times
+    // are compared with a second and with maxIdleTime, and the precise
+    // clock would cost a time stamp counter read on every request.
+    c->idleSince = coarseSteadyNow();
     list.push_back(std::move(c));
   }
 
@@ -240,14 +243,19 @@ Task<std::unique_ptr<ResponseStream>> ClientPool::send(std::size_t index,
   // the upstream may have received the request (and run and billed it), so
   // only the retry policy, counting attempts, may send it again.
   for (int attempt = 0; attempt < 2; ++attempt) {
-    std::unique_ptr<Connection> conn = impl->takeIdle(index);
+    // The caller's reading serves the first pass; after a connect or a
+    // failed write, time has passed.
+    Clock::time_point now =
+        attempt == 0 && deadlines.sentAt != Clock::time_point{} ? deadlines.sentAt : Clock::now();
+    std::unique_ptr<Connection> conn = impl->takeIdle(index, now);
     bool reused = conn != nullptr;
     if (!reused) {
       conn = co_await impl->connect(index, deadlines, failure);
       if (!conn) co_return nullptr;
+      now = Clock::now();
     }
     auto stream = std::make_unique<Exchange>(impl, std::move(conn), deadlines);
-    if (co_await stream->exchangeHead(request, target)) co_return stream;
+    if (co_await stream->exchangeHead(request, target, now)) co_return stream;
     failure = stream->failure();
     // Only a stale pooled connection is worth a second try (a cancelled attempt
     // is kCancelled, never retried here).

@@ -68,8 +68,9 @@ Exchange::Exchange(std::shared_ptr<ConnectionHome> home, std::unique_ptr<Connect
   newParser();
 }
 
-Task<bool> Exchange::exchangeHead(const OutgoingRequest& req, const Target& target) {
-  const Clock::time_point firstByteBy = Clock::now() + deadlines_.firstByte;
+Task<bool> Exchange::exchangeHead(const OutgoingRequest& req, const Target& target,
+                                  Clock::time_point now) {
+  const Clock::time_point firstByteBy = now + deadlines_.firstByte;
   watchdog_.set(std::min(firstByteBy, deadlines_.total), firstByteBy < deadlines_.total
                                                              ? FailureKind::kFirstByteTimeout
                                                              : FailureKind::kTotalTimeout);

@@ -68,7 +68,9 @@ class Exchange final : public ResponseStream {
 
   // Writes the request and reads the response head. False on failure
   // (failure() says which).
-  Task<bool> exchangeHead(const OutgoingRequest& req, const Target& target);
+  // `now`: the caller's clock reading, just taken (the first-byte deadline
+  // runs from it).
+  Task<bool> exchangeHead(const OutgoingRequest& req, const Target& target, Clock::time_point now);
 
   // True when not one byte of the request reached the socket: only then may
   // it be sent again without counting as an attempt (the upstream cannot

@@ -12,6 +12,7 @@
 // `operation_aborted`, so an upstream read is abandoned at once.
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <optional>
 #include <string>
@@ -36,6 +37,9 @@ struct RequestHead {
   Protocol protocol = Protocol::kHttp1;
   bool tls = false;
   std::string peer;  // client address "ip:port"
+  // When the head was whole, by the session's clock reading (the request's
+  // start for its timing); the epoch when the session has none to give.
+  std::chrono::steady_clock::time_point receivedAt{};
 };
 
 struct ResponseHead {

@@ -55,6 +55,10 @@ struct Deadlines {
   std::chrono::milliseconds firstByte{15'000};
   std::chrono::milliseconds idle{30'000};
   Clock::time_point total = Clock::time_point::max();
+  // The caller's clock reading as it calls send(), if it has one (the
+  // epoch when not): the pool then reads no clock of its own before the
+  // request leaves on a pooled connection.
+  Clock::time_point sentAt{};
 };
 
 struct OutgoingRequest {
