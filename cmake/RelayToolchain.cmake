@@ -8,3 +8,12 @@ endif()
 function(relay_warnings target)
   target_compile_options(${target} PRIVATE -Wall -Wextra -Wpedantic -Wno-missing-field-initializers)
 endfunction()
+
+# Calls into shared libraries (mimalloc's malloc and free, memcpy, the
+# clock: about 150 per JSON request) load their target from the GOT and call
+# it, instead of calling a PLT stub that jumps there: one jump fewer each
+# (callgrind: 128 fewer instructions per JSON request). Without the PLT there
+# is no lazy binding; the loader resolves those symbols at start.
+if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+  add_compile_options(-fno-plt)
+endif()
