@@ -114,23 +114,43 @@ struct Cursor {
     p = close + 1;
     return eat(':');
   }
-  // At a key spelled exactly as one of `names` (which have no escapes or
-  // quotes): the index of that name, past the key's closing quote. Else -1,
-  // not moved (key() then reads whatever key it is).
-  template <std::size_t N>
-  int knownKey(const std::string_view (&names)[N]) {
+  // At a key spelled exactly as one of the usage counts' names (which have
+  // no escapes or quotes): its slot in readUsageQuick(), past the key's
+  // closing quote. Else -1, not moved (key() then reads whatever key it
+  // is). One search for the closing quote, then a switch on the length: a
+  // key is compared only with the names of its length.
+  int usageKey() {
     skipSpace();
     if (p == end || *p != '"') return -1;
-    const auto left = static_cast<std::size_t>(end - p) - 1;
-    for (std::size_t i = 0; i < N; ++i) {
-      const std::string_view name = names[i];
-      if (left > name.size() && p[1 + name.size()] == '"' && p[1] == name[0] &&
-          std::memcmp(p + 1, name.data(), name.size()) == 0) {
-        p += name.size() + 2;
-        return static_cast<int>(i);
-      }
+    const void* quote = std::memchr(p + 1, '"', static_cast<std::size_t>(end - p) - 1);
+    if (quote == nullptr) return -1;
+    const char* close = static_cast<const char*>(quote);
+    const std::string_view k(p + 1, static_cast<std::size_t>(close - p) - 1);
+    int slot = -1;
+    switch (k.size()) {
+      case 12:
+        if (k == "total_tokens") slot = 2;
+        break;
+      case 13:
+        if (k == "prompt_tokens")
+          slot = 0;
+        else if (k == "cached_tokens")
+          slot = 3;
+        break;
+      case 17:
+        if (k == "completion_tokens") slot = 1;
+        break;
+      case 21:
+        if (k == "prompt_tokens_details") slot = 4;
+        break;
+      case 25:
+        if (k == "completion_tokens_details") slot = 5;
+        break;
+      default:
+        break;
     }
-    return -1;
+    if (slot >= 0) p = close + 1;
+    return slot;
   }
   // A number (RFC 8259 grammar), a literal, or neither (false). A number's
   // integer value goes to `*count` when `count` is given; a literal leaves
@@ -259,10 +279,9 @@ std::size_t readUsageQuick(std::string_view text, std::size_t open, Usage& usage
   bool seen[6] = {};
   if (!c.eat('}')) {
     for (;;) {
-      static constexpr std::string_view kNames[6] = {
-          "prompt_tokens", "completion_tokens",     "total_tokens",
-          "cached_tokens", "prompt_tokens_details", "completion_tokens_details"};
-      int slot = c.knownKey(kNames);
+      // prompt_tokens, completion_tokens, total_tokens, cached_tokens,
+      // prompt_tokens_details, completion_tokens_details
+      int slot = c.usageKey();
       if (slot < 0) {
         std::string_view name;
         if (!c.key(name)) return kNo;

@@ -192,14 +192,18 @@ TEST(Usage, OnePassReaderAgreesWithTheGeneralReaderOrStepsAside) {
   // Counts read on the way agree with the general reader at every edge: 18
   // and 19 digits, int64's end and past it, signs, fractions, exponents,
   // and keys that extend or cut short a known name.
-  for (std::string_view counts :
-       {R"({"prompt_tokens":999999999999999999,"completion_tokens":1000000000000000000})",
-        R"({"prompt_tokens":9223372036854775807,"completion_tokens":9223372036854775808})",
-        R"({"prompt_tokens":-3,"completion_tokens":-0,"total_tokens":0})",
-        R"({"prompt_tokens":2.0,"completion_tokens":3e1,"total_tokens":4E+0})",
-        R"({"prompt_tokens_x":5,"prompt_token":6,"prompt_tokens":7})",
-        R"({"completion_tokens_detail":{"reasoning_tokens":1},"completion_tokens":2})",
-        R"({ "total_tokens"  :  12 , "cached_tokens":3 })"}) {
+  for (
+      std::string_view counts :
+      {R"({"prompt_tokens":999999999999999999,"completion_tokens":1000000000000000000})",
+       R"({"prompt_tokens":9223372036854775807,"completion_tokens":9223372036854775808})",
+       R"({"prompt_tokens":-3,"completion_tokens":-0,"total_tokens":0})",
+       R"({"prompt_tokens":2.0,"completion_tokens":3e1,"total_tokens":4E+0})",
+       R"({"prompt_tokens_x":5,"prompt_token":6,"prompt_tokens":7})",
+       R"({"completion_tokens_detail":{"reasoning_tokens":1},"completion_tokens":2})",
+       R"({ "total_tokens"  :  12 , "cached_tokens":3 })",
+       // a byte off a known name, at its length (names are told apart by
+       // length first, then compared)
+       R"({"cached_tokenz":1,"prompt_tokenz":2,"total_tokenx":3,"completion_tokenx":4,"prompt_tokens_detailz":{"cached_tokens":5},"completion_tokens_detailx":{"reasoning_tokens":6}})"}) {
     std::tie(end, quick, valid, general) = both(counts);
     EXPECT_EQ(end, counts.size()) << counts;
     EXPECT_TRUE(valid) << counts;
