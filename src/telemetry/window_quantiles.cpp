@@ -2,8 +2,9 @@
 
 #include <bit>
 #include <cmath>
-#include <ctime>
 #include <limits>
+
+#include "relay/common/coarse_clock.hpp"
 
 namespace relay::telemetry::detail {
 namespace {
@@ -116,9 +117,8 @@ prometheus::MetricFamily WindowSummaryFamily::collect(std::int64_t nowMs) const 
 }
 
 std::int64_t coarseNowMs() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-  return static_cast<std::int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1'000'000;
+  return std::chrono::duration_cast<std::chrono::milliseconds>(coarseSteadyNow().time_since_epoch())
+      .count();
 }
 
 }  // namespace relay::telemetry::detail
