@@ -538,7 +538,7 @@ class H1Session final : public ResponseSink,
   };
 
   // What needs no waiting: most answers fit the socket's send buffer, so on
-  // plaintext one sendmsg now (the socket is non-blocking) and the exchange
+  // plaintext one send now (the socket is non-blocking) and the exchange
   // goes on without a round through the scheduler. `written`: the bytes
   // that went.
   template <class Buffers>

@@ -1,5 +1,5 @@
 // One HTTP/1.1 exchange on an upstream connection (exchange.hpp): write the
-// request (one sendmsg on plain TCP), read the response head, then the body
+// request (one non-blocking send on plain TCP), read the response head, then the body
 // piece by piece as it arrives.
 #include "exchange.hpp"
 
@@ -78,7 +78,7 @@ Task<bool> Exchange::exchangeHead(const OutgoingRequest& req, const Target& targ
   serializeRequest(req, target, scratch);
   const std::size_t headSize = scratch.size();
   std::array<asio::const_buffer, 2> bufs{asio::buffer(scratch), asio::buffer(req.body)};
-  // Plain TCP: one sendmsg now, which nearly always takes the whole
+  // Plain TCP: one send now, which nearly always takes the whole
   // request, and no round through the scheduler; what did not fit (and
   // every TLS write) goes through the asynchronous write.
   requestBytesWritten_ = 0;

@@ -123,5 +123,28 @@ TEST(SendNow, SendsAtMostTheCeilingOfBuffersAndTheCallerWritesTheRest) {
   EXPECT_EQ(p.drain(), expected);
 }
 
+// Several small buffers are copied into one block and sent with send();
+// past kSendNowCopyMax bytes in all they go as they lie, by sendmsg. Either
+// way the peer reads the same bytes in the same order: at the ceiling, one
+// byte past it, and with the pieces cut at odd places.
+TEST(SendNow, SmallWritesCopiedIntoOneBlockAndLargerOnesGatheredArriveTheSame) {
+  for (const std::size_t total : {kSendNowCopyMax - 1, kSendNowCopyMax, kSendNowCopyMax + 1,
+                                  std::size_t{3}, 4 * kSendNowCopyMax}) {
+    SocketPair p;
+    std::string all(total, '\0');
+    for (std::size_t i = 0; i < total; ++i)
+      all[i] = static_cast<char>('a' + (i * 7 + i / 26) % 26);
+    // Three pieces, the first and last odd-sized, and an empty one between.
+    const std::size_t a = total / 3 + 1, b = total / 2;
+    const std::array<asio::const_buffer, 4> bufs{asio::buffer(all.data(), a), asio::const_buffer(),
+                                                 asio::buffer(all.data() + a, b - a + 1),
+                                                 asio::buffer(all.data() + b + 1, total - b - 1)};
+    boost::system::error_code ec;
+    EXPECT_EQ(sendNow(p.fd[0], bufs, ec), total) << total;
+    EXPECT_FALSE(ec);
+    EXPECT_EQ(p.drain(), all) << total;
+  }
+}
+
 }  // namespace
 }  // namespace relay::net
