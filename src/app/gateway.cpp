@@ -68,7 +68,8 @@ Gateway::Gateway(std::string configPath, pipeline::Services services, config::Co
       fileConfig_(std::move(fileConfig)),
       keys_(std::move(keys)),
       snapshot_(std::move(snapshot)),
-      runtime_(snapshot_->config.server.workers) {
+      runtime_(snapshot_->config.server.workers,
+               std::chrono::microseconds(snapshot_->config.server.busyPollUs)) {
   for (unsigned i = 0; i < runtime_.workers(); ++i) {
     workers_.push_back(std::make_unique<pipeline::Worker>(snapshot_));
     // Shared limits and budgets: one Redis connection per worker loop.
@@ -380,14 +381,16 @@ std::string Gateway::reload() {
     spdlog::warn(
         "reload: log.access_log, server timeouts and http2 settings change only on restart");
   }
-  if (was.listen != now.listen || was.workers != now.workers ||
+  if (was.listen != now.listen || was.workers != now.workers || was.busyPollUs != now.busyPollUs ||
       was.maxRequestBytes != now.maxRequestBytes || was.maxHeaderBytes != now.maxHeaderBytes ||
       was.maxConnections != now.maxConnections ||
       was.maxConnectionsPerIp != now.maxConnectionsPerIp ||
       (was.http2.maxConcurrentStreams != now.http2.maxConcurrentStreams) ||
       previous->config.admin.listen != next->config.admin.listen ||
       previous->config.stateDir != next->config.stateDir) {
-    spdlog::warn("reload: server listeners, workers, limits and state_dir change only on restart");
+    spdlog::warn(
+        "reload: server listeners, workers, busy_poll_us, limits and state_dir change only on "
+        "restart");
   }
   spdlog::info("reloaded {}: {} upstreams, {} models, {} keys", configPath_,
                next->catalog.upstreams().size(), next->catalog.routes().size(),

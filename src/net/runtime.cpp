@@ -17,10 +17,11 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include "connection_limits.hpp"
+#include "event_loop.hpp"
 #include "relay/common/cpu.hpp"
 #include "relay/common/limits.hpp"
 #include "relay/net/server.hpp"
-#include "connection_limits.hpp"
 #include "session_common.hpp"
 #include "tls_context.hpp"
 
@@ -123,6 +124,7 @@ void checkTlsFiles(const TlsFiles& files) {
 
 struct Runtime::Impl {
   std::vector<std::unique_ptr<asio::io_context>> contexts;
+  std::chrono::microseconds busyPoll{0};  // server.busy_poll_us (event_loop.hpp)
   std::vector<WorkGuard> guards;
   std::mutex acceptorsMutex;
   std::vector<std::shared_ptr<tcp::acceptor>> acceptors;
@@ -154,10 +156,10 @@ struct Runtime::Impl {
       }
       socket.set_option(tcp::no_delay(true), ignored);
       if (tls) {
-        asio::co_spawn(executor,
-                       handshakeTls(std::move(socket), tls->current(), std::move(connection),
-                                    handler),
-                       asio::detached);
+        asio::co_spawn(
+            executor,
+            handshakeTls(std::move(socket), tls->current(), std::move(connection), handler),
+            asio::detached);
       } else {
         asio::co_spawn(executor, detectPlaintext(std::move(socket), std::move(connection), handler),
                        asio::detached);
@@ -166,7 +168,9 @@ struct Runtime::Impl {
   }
 };
 
-Runtime::Runtime(unsigned workers) : impl_(std::make_unique<Impl>()) {
+Runtime::Runtime(unsigned workers, std::chrono::microseconds busyPoll)
+    : impl_(std::make_unique<Impl>()) {
+  impl_->busyPoll = busyPoll;
   if (workers == 0) workers = usableCores();
   for (unsigned i = 0; i < workers; ++i) {
     // Each context is run by its own thread only, and its sockets are touched
@@ -218,7 +222,8 @@ config::Endpoint Runtime::listen(const ListenerOptions& options,
   auto config = std::make_shared<SessionConfig>();
   config->maxRequestBytes = options.maxRequestBytes;
   config->maxHeaderBytes = options.maxHeaderBytes;
-  config->maxConnectionBodyBytes = std::max(options.maxConnectionBodyBytes, options.maxRequestBytes);
+  config->maxConnectionBodyBytes =
+      std::max(options.maxConnectionBodyBytes, options.maxRequestBytes);
   config->headerTimeout = std::chrono::milliseconds(options.headerTimeoutMs);
   config->bodyTimeout = std::chrono::milliseconds(options.bodyTimeoutMs);
   config->idleTimeout = std::chrono::milliseconds(options.idleTimeoutMs);
@@ -237,7 +242,8 @@ config::Endpoint Runtime::listen(const ListenerOptions& options,
     if (tls) impl_->tlsSlots[options.address.text()] = tls;
     auto& group = impl_->connectionLimits[options.connectionGroup];
     if (!group) {
-      group = std::make_shared<ConnectionLimits>(options.maxConnections, options.maxConnectionsPerIp);
+      group =
+          std::make_shared<ConnectionLimits>(options.maxConnections, options.maxConnectionsPerIp);
     }
     limits = group;
   }
@@ -282,21 +288,24 @@ config::Endpoint Runtime::listen(const ListenerOptions& options,
     }
     // Sessions of a listener that does not drain are not registered for it.
     SessionRegistry* registry = options.drains ? impl_->registries[i].get() : nullptr;
-    asio::co_spawn(
-        *impl_->contexts[i],
-        impl_->acceptLoop(acceptor, SessionContext{config, registry, {}, {}}, tls, limits,
-                          handlerFor(i)),
-        asio::detached);
+    asio::co_spawn(*impl_->contexts[i],
+                   impl_->acceptLoop(acceptor, SessionContext{config, registry, {}, {}}, tls,
+                                     limits, handlerFor(i)),
+                   asio::detached);
   }
   return bound;
 }
 
 void Runtime::run() {
+  const auto loop = [this](unsigned i) {
+    runEventLoop(*impl_->contexts[i], impl_->busyPoll,
+                 [] { return std::chrono::steady_clock::now(); });
+  };
   std::vector<std::thread> threads;
   for (unsigned i = 1; i < workers(); ++i) {
-    threads.emplace_back([this, i] { impl_->contexts[i]->run(); });
+    threads.emplace_back(loop, i);
   }
-  impl_->contexts[0]->run();
+  loop(0);
   for (auto& t : threads)
     t.join();
 }

@@ -59,6 +59,7 @@ struct Server {
   std::uint32_t bodyTimeoutMs = 30'000;       // end of head to end of body
   std::uint32_t idleTimeoutMs = 75'000;       // keep-alive connection without a request
   std::uint32_t drainTimeoutMs = 30'000;      // SIGTERM: time given to open exchanges
+  std::uint32_t busyPollUs = 0;               // a worker polls this long before it sleeps
   bool metricsOnMain = false;                 // also serve /metrics on the main port (admin key)
   // Peers whose X-Forwarded-For is kept (the peer is appended); from anyone
   // else it is replaced by the peer's address.

@@ -9,6 +9,7 @@
 // declaration so that it stays cheap to include.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -57,8 +58,9 @@ void checkTlsFiles(const TlsFiles& files);
 
 class Runtime {
  public:
-  // `workers` event loops; 0 = one per core.
-  explicit Runtime(unsigned workers);
+  // `workers` event loops; 0 = one per core. Each polls for `busyPoll` after
+  // its last work before it sleeps (server.busy_poll_us; 0 = sleeps at once).
+  explicit Runtime(unsigned workers, std::chrono::microseconds busyPoll = {});
   ~Runtime();
   Runtime(const Runtime&) = delete;
   Runtime& operator=(const Runtime&) = delete;

@@ -266,6 +266,28 @@ upstreams: [{name: m, base_url: "https://m.example.com", models: [x]}]
   EXPECT_EQ(parseConfig(zero, "a.yaml", fakeEnv()).server.workers, cores);
 }
 
+// server.busy_poll_us: absent means sleep at once; the ceiling (1000) is
+// taken, one more is refused with the range.
+TEST(ConfigParse, BusyPollIsOffByDefaultAndBoundedAtOneMillisecond) {
+  EXPECT_EQ(parseConfig(kMinimal, "a.yaml", fakeEnv()).server.busyPollUs, 0u);
+  const auto withPoll = [](const std::string& value) {
+    return R"(server: {listen: ["127.0.0.1:0"], busy_poll_us: )" + value + R"(}
+upstreams: [{name: m, base_url: "https://m.example.com", models: [x]}]
+)";
+  };
+  EXPECT_EQ(parseConfig(withPoll("1000"), "a.yaml", fakeEnv()).server.busyPollUs, 1000u);
+  EXPECT_EQ(parseConfig(withPoll("0"), "a.yaml", fakeEnv()).server.busyPollUs, 0u);
+  try {
+    parseConfig(withPoll("1001"), "a.yaml", fakeEnv());
+    ADD_FAILURE() << "1001 accepted";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find(
+                  "server.busy_poll_us: must be an integer between 0 and 1000, got '1001'"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(ConfigParse, EmptySectionsAndSingleListenAddress) {
   const std::string yaml = R"(server:
   listen: "127.0.0.1:0"
