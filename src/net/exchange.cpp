@@ -2,6 +2,15 @@
 
 namespace relay::net {
 
+Task<bool> ResponseSink::finishWith(std::string_view last) {
+  // (GCC 12 miscompiles co_await inside && and ||: keep it a statement.)
+  if (!last.empty()) {
+    const bool written = co_await write(last);
+    if (!written) co_return false;
+  }
+  co_return co_await finish();
+}
+
 int BodyResult::httpStatus() const {
   switch (status) {
     case BodyStatus::kComplete:

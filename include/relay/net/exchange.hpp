@@ -77,14 +77,11 @@ class ResponseSink {
   // Ends the body.
   virtual Task<bool> finish() = 0;
   // Writes `last` and ends the body, in one write where the protocol allows.
-  virtual Task<bool> finishWith(std::string_view last) {
-    // (GCC 12 miscompiles co_await inside && and ||: keep it a statement.)
-    if (!last.empty()) {
-      const bool written = co_await write(last);
-      if (!written) co_return false;
-    }
-    co_return co_await finish();
-  }
+  // (Defined in exchange.cpp: a coroutine's frame type defined in every
+  // translation unit that includes this header differs in its compiler
+  // temporaries' names, which a link-time-optimised link flags as an ODR
+  // violation.)
+  virtual Task<bool> finishWith(std::string_view last);
 
   // Ends the response abnormally: RST_STREAM on HTTP/2; a TCP reset on HTTP/1.1.
   // Used when nothing honest can be said any more (and by the mock's fault modes).
