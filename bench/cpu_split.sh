@@ -35,17 +35,8 @@ if [[ -n ${REF:-} ]]; then
   ref_pid=$!
   pids+=($ref_pid)
 fi
-bench_nginx_conf "$work/nginx.conf" $nginx_port $mock_port
-sed -i '1i daemon off;' "$work/nginx.conf"
-taskset -c 1 nginx -c "$work/nginx.conf" -p "$work" >"$work/nginx.out" 2>&1 &
-nginx_pid=$!
-pids+=($nginx_pid)
-for port in $relay_port $nginx_port ${ref_pid:+$ref_port}; do
-  for _ in $(seq 100); do
-    curl -s --noproxy '*' -o /dev/null "http://127.0.0.1:$port/v1/models" && break
-    sleep 0.1
-  done
-done
+bench_nginx_pinned $nginx_port $mock_port
+bench_wait_ready $relay_port $nginx_port ${ref_pid:+$ref_port}
 hz=$(getconf CLK_TCK)
 
 # measure NAME PORT PID: a warm-up, then one timed run.

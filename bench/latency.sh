@@ -42,17 +42,9 @@ if [[ -n ${REF:-} ]]; then
   pids+=($!)
   pid_of[reference]=$!
 fi
-bench_nginx_conf "$work/nginx.conf" $nginx_port $mock_port
-sed -i '1i daemon off;' "$work/nginx.conf"
-taskset -c 1 nginx -c "$work/nginx.conf" -p "$work" >"$work/nginx.out" 2>&1 &
-pids+=($!)
-pid_of[nginx]=$!
-for port in $relay_port $poll_port $nginx_port ${REF:+$ref_port}; do
-  for _ in $(seq 100); do
-    curl -s --noproxy '*' -o /dev/null "http://127.0.0.1:$port/v1/models" && break
-    sleep 0.1
-  done
-done
+bench_nginx_pinned $nginx_port $mock_port
+pid_of[nginx]=$nginx_pid
+bench_wait_ready $relay_port $poll_port $nginx_port ${REF:+$ref_port}
 
 hz=$(getconf CLK_TCK)
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }

@@ -101,3 +101,26 @@ http {
 }
 CONF
 }
+
+# bench_nginx_pinned PORT MOCK_PORT: nginx as the reference proxy
+# (bench_nginx_conf), in the foreground of a background job pinned to CPU 1
+# as the proxies under measure are; sets nginx_pid and adds it to pids.
+bench_nginx_pinned() {
+  bench_nginx_conf "$work/nginx.conf" "$1" "$2"
+  sed -i '1i daemon off;' "$work/nginx.conf"
+  taskset -c 1 nginx -c "$work/nginx.conf" -p "$work" >"$work/nginx.out" 2>&1 &
+  nginx_pid=$!
+  pids+=($nginx_pid)
+}
+
+# bench_wait_ready PORT...: until each proxy on 127.0.0.1 answers /v1/models
+# (at most 10 s each).
+bench_wait_ready() {
+  local port
+  for port in "$@"; do
+    for _ in $(seq 100); do
+      curl -s --noproxy '*' -o /dev/null "http://127.0.0.1:$port/v1/models" && break
+      sleep 0.1
+    done
+  done
+}
