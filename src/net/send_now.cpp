@@ -5,6 +5,8 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 
+#include "relay/net/direct_syscall.hpp"
+
 namespace relay::net {
 
 namespace {
@@ -37,7 +39,7 @@ std::size_t sendNow(int fd, std::span<const boost::asio::const_buffer> buffers,
   // (docs/benchmarks.md). Larger writes keep the gather.
   ssize_t sent;
   if (count == 1) {
-    sent = ::send(fd, iov[0].iov_base, iov[0].iov_len, MSG_DONTWAIT | MSG_NOSIGNAL);
+    sent = directSend(fd, iov[0].iov_base, iov[0].iov_len, MSG_DONTWAIT | MSG_NOSIGNAL);
   } else if (std::size_t total = gatheredSize(iov, count); total <= kSendNowCopyMax) {
     char block[kSendNowCopyMax];
     char* at = block;
@@ -45,12 +47,12 @@ std::size_t sendNow(int fd, std::span<const boost::asio::const_buffer> buffers,
       std::memcpy(at, iov[i].iov_base, iov[i].iov_len);
       at += iov[i].iov_len;
     }
-    sent = ::send(fd, block, total, MSG_DONTWAIT | MSG_NOSIGNAL);
+    sent = directSend(fd, block, total, MSG_DONTWAIT | MSG_NOSIGNAL);
   } else {
     msghdr msg{};
     msg.msg_iov = iov;
     msg.msg_iovlen = count;
-    sent = ::sendmsg(fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+    sent = directSendmsg(fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
   }
   if (sent >= 0) return static_cast<std::size_t>(sent);
   if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)

@@ -1,5 +1,7 @@
 #include "relay/pipeline/stream_transform.hpp"
 
+#include <cstring>
+
 #include "relay/sse/writer.hpp"
 
 namespace relay::pipeline {
@@ -7,7 +9,11 @@ namespace relay::pipeline {
 // One pass over a read's events, in stream order: what becomes of an event
 // depends only on the events before it, never on those after it in the same
 // read, so where the upstream's reads fall changes nothing the caller sees.
-// While every event is kept, the parser's bytes go out as they are.
+// While every event is kept, the parser's bytes go out as they are; an
+// event dropped or shortened (the usage chunk the gateway asked for,
+// Moonshot's usage taken out of its chunk) is edited in the parser's buffer,
+// so that a read that brings the whole stream is not copied for its last
+// events.
 std::string_view StreamTransform::push(std::string_view bytes) {
   if (failed_) return {};
   parser_.consume();  // the previous push's bytes have been written
@@ -22,9 +28,10 @@ std::string_view StreamTransform::push(std::string_view bytes) {
       readLateUsage(e);
     return {};
   }
-  out_.clear();
-  bool rewriting = false;  // out_ holds what goes out, instead of `all`
-  std::size_t copied = 0;  // with rewriting: all[0, copied) is dealt with
+  editText_.clear();
+  moreEdits_.clear();
+  std::size_t edits = 0;
+  bool grows = false;
   std::size_t end = all.size();
   for (const sse::Event& e : parser_.events()) {
     if (sawDone_) {  // after [DONE] in this read: cut here
@@ -33,28 +40,60 @@ std::string_view StreamTransform::push(std::string_view bytes) {
     }
     const Edit edit = inspect(e);
     if (sawDone_) end = e.offset + e.raw.size();
-    if (edit == Edit::kKeep && !rewriting) continue;
-    rewriting = true;
-    out_.append(all.substr(copied, e.offset - copied));  // bytes between events
-    copied = e.offset + e.raw.size();
-    switch (edit) {
-      case Edit::kKeep:
-        out_.append(e.raw);
-        break;
-      case Edit::kDrop:
-        break;
-      case Edit::kReplace:
-        sse::appendData(out_, replacement_);
-        break;
-      case Edit::kUsageChunkFirst:
-        sse::appendData(out_, replacement_);
-        out_.append(e.raw);
-        break;
-    }
+    if (edit == Edit::kKeep) continue;
+    const std::size_t at = editText_.size();
+    if (edit != Edit::kDrop) sse::appendData(editText_, replacement_);
+    const std::size_t textLength = editText_.size() - at;
+    const bool keepEvent = edit == Edit::kUsageChunkFirst;
+    if (keepEvent || textLength > e.raw.size()) grows = true;
+    const EventEdit record{e.offset, e.raw.size(), at, textLength, keepEvent};
+    if (edits < kInPlaceEdits)
+      edits_[edits] = record;
+    else
+      moreEdits_.push_back(record);
+    ++edits;
   }
-  if (!rewriting) return all.substr(0, end);
-  out_.append(all.substr(copied, end - copied));
-  return out_;
+  if (edits == 0) return all.substr(0, end);
+  return applyEdits(edits, grows, end);
+}
+
+std::string_view StreamTransform::applyEdits(std::size_t edits, bool grows, std::size_t end) {
+  auto editAt = [&](std::size_t i) -> const EventEdit& {
+    return i < kInPlaceEdits ? edits_[i] : moreEdits_[i - kInPlaceEdits];
+  };
+  if (grows) {
+    // Rare (a usage chunk put before [DONE]): the read is rebuilt in out_.
+    const std::string_view all = parser_.completeBytes();
+    out_.clear();
+    std::size_t copied = 0;  // all[0, copied) is dealt with
+    for (std::size_t i = 0; i < edits; ++i) {
+      const EventEdit& edit = editAt(i);
+      out_.append(all.substr(copied, edit.offset - copied));  // bytes between events
+      out_.append(editText_, edit.at, edit.textLength);
+      if (edit.keepEvent) out_.append(all.substr(edit.offset, edit.length));
+      copied = edit.offset + edit.length;
+    }
+    out_.append(all.substr(copied, end - copied));
+    return out_;
+  }
+  char* base = parser_.completeBytesForEdit().data();
+  std::size_t write = 0;  // the edited bytes are [0, write)
+  std::size_t read = 0;   // the read's bytes before `read` are dealt with
+  for (std::size_t i = 0; i < edits; ++i) {
+    const EventEdit& edit = editAt(i);
+    const std::size_t kept = edit.offset - read;
+    if (write != read && kept != 0) std::memmove(base + write, base + read, kept);
+    write += kept;
+    // Within the event's own bytes (write <= edit.offset, and no edit here
+    // is longer than its event): nothing not yet read is overwritten.
+    if (edit.textLength != 0)
+      std::memcpy(base + write, editText_.data() + edit.at, edit.textLength);
+    write += edit.textLength;
+    read = edit.offset + edit.length;
+  }
+  const std::size_t rest = end - read;
+  if (write != read && rest != 0) std::memmove(base + write, base + read, rest);
+  return {base, write + rest};
 }
 
 StreamTransform::Edit StreamTransform::inspect(const sse::Event& e) {

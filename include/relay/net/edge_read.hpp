@@ -64,6 +64,7 @@
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/version.hpp>
 
+#include "relay/net/direct_syscall.hpp"
 #include "relay/net/read_buffer.hpp"
 
 #if BOOST_VERSION / 100 != 1081
@@ -148,7 +149,7 @@ class reactive_socket_recv_op_base<relay::net::EdgeRead> : public reactor_op {
     msg.msg_controllen = sizeof control;
     ssize_t n;
     do {
-      n = ::recvmsg(o->socket_, &msg, o->flags_ | MSG_DONTWAIT);
+      n = relay::net::directRecvmsg(o->socket_, &msg, o->flags_ | MSG_DONTWAIT);
     } while (n < 0 && errno == EINTR);
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
       // A read tried before any event: wait for the next edge, and not with

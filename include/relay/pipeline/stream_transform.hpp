@@ -21,6 +21,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "relay/sse/parser.hpp"
 #include "relay/sse/usage.hpp"
@@ -57,11 +58,31 @@ class StreamTransform {
     kReplace,          // replacement_'s data instead (usage removed)
     kUsageChunkFirst,  // replacement_'s data (a usage chunk), then the event ([DONE])
   };
+  // What becomes of one event of a read: its bytes [offset, offset + length)
+  // are replaced by editText_[at, at + textLength), followed by
+  // the event itself when keepEvent (a usage chunk put before [DONE]).
+  struct EventEdit {
+    std::size_t offset;
+    std::size_t length;
+    std::size_t at;
+    std::size_t textLength;
+    bool keepEvent;
+  };
+  // A read of a chat stream has one event to change (the usage chunk) or
+  // two: held without an allocation; more go to moreEdits_.
+  static constexpr std::size_t kInPlaceEdits = 4;
+
   // Reads one event in stream order and says what the caller gets of it.
   Edit inspect(const sse::Event& event);
   void readLateUsage(const sse::Event& event);
+  // The read's bytes up to `end` with edits_ applied: in the parser's buffer
+  // when no edit makes its event longer, else copied into out_.
+  std::string_view applyEdits(std::size_t edits, bool grows, std::size_t end);
 
   sse::Parser parser_;
+  EventEdit edits_[kInPlaceEdits];
+  std::vector<EventEdit> moreEdits_;
+  std::string editText_;  // the edits' new bytes, back to back
   std::string out_;
   std::string replacement_;
   std::optional<sse::Usage> usage_;

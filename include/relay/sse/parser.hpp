@@ -79,6 +79,10 @@ class Parser {
   // that belong to no event (a BOM, extra blank lines, the LF of a CRLF split
   // across reads). Forwarding these bytes forwards the stream unchanged.
   std::string_view completeBytes() const { return {buffer_.get(), complete_}; }
+  // The same bytes, writable: a relay that removes or shortens events edits
+  // them in place rather than copying the read. The views of events() do
+  // not follow such edits; consume() drops these bytes as usual.
+  std::span<char> completeBytesForEdit() { return {buffer_.get(), complete_}; }
   // Drops completeBytes() and events(); the incomplete tail moves to the front.
   void consume();
 

@@ -158,6 +158,73 @@ TEST(StreamTransform, TopLevelUsageBesideChoicesIsRemovedForAQuietCaller) {
   EXPECT_EQ(feedAll(asked, chunk + kDone, 1000), chunk + kDone);
 }
 
+// Each event of `stream` (blank-line separated) in a read of its own.
+std::string eventByEvent(StreamTransform& t, const std::string& stream) {
+  std::string out;
+  for (std::size_t at = 0; at < stream.size();) {
+    const std::size_t next = std::min(stream.find("\n\n", at) + 2, stream.size());
+    out += t.push(stream.substr(at, next - at));
+    at = next;
+  }
+  return out;
+}
+
+// Events dropped or shortened in a read that holds several of them are
+// edited in place in the parser's buffer (without copying the read): the
+// caller gets the same bytes as when each event comes in a read of its
+// own, and the bytes of an event still incomplete at the end of the read
+// are left intact for the next read.
+TEST(StreamTransform, EditsInOneReadGiveWhatEventByEventReadsGive) {
+  // A quiet caller: Moonshot's usage taken out of two chunks, the usage chunk
+  // the gateway asked for dropped, [DONE] kept — three edits, none longer.
+  const std::string stream =
+      kChunk1 + kMoonshotLast + kChunk1 + kMoonshotLast + kOpenAiUsage + kChunk1 + kDone;
+  StreamTransform reference(false);
+  const std::string expected = eventByEvent(reference, stream);
+  EXPECT_EQ(expected.find("usage"), std::string::npos) << expected;
+  EXPECT_EQ(expected.find(kChunk1), 0u);
+  EXPECT_TRUE(expected.ends_with(kChunk1 + kDone)) << expected;
+
+  StreamTransform whole(false);
+  EXPECT_EQ(std::string(whole.push(stream)), expected);
+  EXPECT_EQ(whole.usage(), reference.usage());
+  EXPECT_EQ(whole.events(), reference.events());
+
+  // The same with the read ending inside an event: the tail waits, intact.
+  const std::size_t cut = stream.size() - kDone.size() - 30;
+  StreamTransform split(false);
+  std::string out(split.push(stream.substr(0, cut)));
+  out += split.push(stream.substr(cut));
+  EXPECT_EQ(out, expected);
+}
+
+// More edits in one read than are held without an allocation, and an edit
+// that makes the read longer (the usage chunk a caller who asked for usage
+// gets before [DONE]): the read is rebuilt by copying, with the same result.
+TEST(StreamTransform, ManyEditsAndALongerReadGiveWhatEventByEventReadsGive) {
+  std::string stream;
+  for (int i = 0; i < 6; ++i)
+    stream += kChunk1 + kMoonshotLast;
+  stream += kDone;
+  for (bool callerWantsUsage : {false, true}) {
+    StreamTransform reference(callerWantsUsage);
+    const std::string expected = eventByEvent(reference, stream);
+    StreamTransform whole(callerWantsUsage);
+    EXPECT_EQ(std::string(whole.push(stream)), expected) << "callerWantsUsage " << callerWantsUsage;
+    EXPECT_EQ(whole.usage(), reference.usage());
+    // Moonshot's usage: out of all six chunks, and for a caller who asked,
+    // once before [DONE].
+    const std::size_t first = expected.find("\"usage\"");
+    if (callerWantsUsage) {
+      ASSERT_NE(first, std::string::npos);
+      EXPECT_EQ(expected.find("\"usage\"", first + 1), std::string::npos) << expected;
+      EXPECT_LT(first, expected.find("data: [DONE]"));
+    } else {
+      EXPECT_EQ(first, std::string::npos) << expected;
+    }
+  }
+}
+
 TEST(StreamTransform, AnOversizedEventFailsTheStream) {
   StreamTransform t(false);
   std::string huge = "data: " + std::string(17u << 20, 'x');
