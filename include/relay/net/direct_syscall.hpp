@@ -7,16 +7,36 @@
 // JSON request: about 120 instructions, bench/callgrind.sh). kimi-relay
 // never cancels a thread, so the calls on the path of every request go
 // through syscall(2) instead, which does no more than the call itself.
-// Same arguments, result and errno as the libc functions.
+// Same arguments, result and errno as the libc functions on 64-bit Linux
+// (x86-64, AArch64). Elsewhere (a 32-bit target may route socket calls
+// differently) and in sanitizer builds — whose interceptors on the libc
+// functions check the buffers and, for ThreadSanitizer, see the ordering a
+// socket gives between threads — the libc functions are called.
 #pragma once
 
 #include <cstddef>
 #include <sys/socket.h>
-#include <sys/syscall.h>
 #include <sys/types.h>
+
+#if defined(__linux__) && (defined(__x86_64__) || defined(__aarch64__)) && \
+    !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define RELAY_LIBC_SOCKET_CALLS 1
+#endif
+#endif
+#else
+#define RELAY_LIBC_SOCKET_CALLS 1
+#endif
+
+#ifndef RELAY_LIBC_SOCKET_CALLS
+#include <sys/syscall.h>
 #include <unistd.h>
+#endif
 
 namespace relay::net {
+
+#ifndef RELAY_LIBC_SOCKET_CALLS
 
 inline ssize_t directSend(int fd, const void* data, std::size_t size, int flags) {
   return ::syscall(SYS_sendto, fd, data, size, flags, nullptr, 0);
@@ -29,5 +49,21 @@ inline ssize_t directSendmsg(int fd, const ::msghdr* message, int flags) {
 inline ssize_t directRecvmsg(int fd, ::msghdr* message, int flags) {
   return ::syscall(SYS_recvmsg, fd, message, flags);
 }
+
+#else
+
+inline ssize_t directSend(int fd, const void* data, std::size_t size, int flags) {
+  return ::send(fd, data, size, flags);
+}
+
+inline ssize_t directSendmsg(int fd, const ::msghdr* message, int flags) {
+  return ::sendmsg(fd, message, flags);
+}
+
+inline ssize_t directRecvmsg(int fd, ::msghdr* message, int flags) {
+  return ::recvmsg(fd, message, flags);
+}
+
+#endif
 
 }  // namespace relay::net

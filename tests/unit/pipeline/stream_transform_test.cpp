@@ -225,6 +225,35 @@ TEST(StreamTransform, ManyEditsAndALongerReadGiveWhatEventByEventReadsGive) {
   }
 }
 
+// A replacement can be longer than its event: data split over many lines
+// without the optional space after "data:" is written back with it, one
+// byte more per line, which here outweighs the usage taken out. Such a read
+// is rebuilt by copying, with the shortening edits in it too.
+TEST(StreamTransform, AReplacementLongerThanItsEventIsCopied) {
+  std::string longEvent =
+      R"(data:{"id":"c1","object":"chat.completion.chunk","created":7,"model":"kimi-k2","n":[0)"
+      "\n";
+  for (int i = 1; i < 150; ++i)
+    longEvent += "data:," + std::to_string(i % 10) + "\n";
+  longEvent +=
+      R"(data:],"choices":[{"index":0,"delta":{},"finish_reason":"stop","usage":{"prompt_tokens":9,"completion_tokens":2,"total_tokens":11}}]})"
+      "\n\n";
+  StreamTransform alone(false);
+  const std::string replaced(alone.push(longEvent));
+  ASSERT_GT(replaced.size(), longEvent.size()) << "the edit must lengthen its event";
+  EXPECT_EQ(replaced.find("usage"), std::string::npos) << replaced;
+  ASSERT_TRUE(alone.usage());
+  EXPECT_EQ(alone.usage()->totalTokens, 11);
+
+  const std::string stream = kChunk1 + kMoonshotLast + longEvent + kOpenAiUsage + kChunk1 + kDone;
+  StreamTransform reference(false);
+  const std::string expected = eventByEvent(reference, stream);
+  EXPECT_NE(expected.find(replaced), std::string::npos);
+  StreamTransform whole(false);
+  EXPECT_EQ(std::string(whole.push(stream)), expected);
+  EXPECT_EQ(whole.usage(), reference.usage());
+}
+
 TEST(StreamTransform, AnOversizedEventFailsTheStream) {
   StreamTransform t(false);
   std::string huge = "data: " + std::string(17u << 20, 'x');
