@@ -18,52 +18,47 @@
 #include <sys/socket.h>
 #include <sys/types.h>
 
-#if defined(__linux__) && (defined(__x86_64__) || defined(__aarch64__)) && \
-    !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+// GCC marks a sanitizer build with __SANITIZE_*__, clang with __has_feature.
 #if defined(__has_feature)
 #if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define RELAY_LIBC_SOCKET_CALLS 1
+#define RELAY_SANITIZED_BUILD 1
 #endif
 #endif
-#else
-#define RELAY_LIBC_SOCKET_CALLS 1
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define RELAY_SANITIZED_BUILD 1
 #endif
 
-#ifndef RELAY_LIBC_SOCKET_CALLS
+#if defined(__linux__) && (defined(__x86_64__) || defined(__aarch64__)) && \
+    !defined(RELAY_SANITIZED_BUILD)
+#define RELAY_BARE_SOCKET_CALLS 1
 #include <sys/syscall.h>
 #include <unistd.h>
 #endif
 
 namespace relay::net {
 
-#ifndef RELAY_LIBC_SOCKET_CALLS
-
 inline ssize_t directSend(int fd, const void* data, std::size_t size, int flags) {
+#ifdef RELAY_BARE_SOCKET_CALLS
   return ::syscall(SYS_sendto, fd, data, size, flags, nullptr, 0);
-}
-
-inline ssize_t directSendmsg(int fd, const ::msghdr* message, int flags) {
-  return ::syscall(SYS_sendmsg, fd, message, flags);
-}
-
-inline ssize_t directRecvmsg(int fd, ::msghdr* message, int flags) {
-  return ::syscall(SYS_recvmsg, fd, message, flags);
-}
-
 #else
-
-inline ssize_t directSend(int fd, const void* data, std::size_t size, int flags) {
   return ::send(fd, data, size, flags);
+#endif
 }
 
 inline ssize_t directSendmsg(int fd, const ::msghdr* message, int flags) {
+#ifdef RELAY_BARE_SOCKET_CALLS
+  return ::syscall(SYS_sendmsg, fd, message, flags);
+#else
   return ::sendmsg(fd, message, flags);
+#endif
 }
 
 inline ssize_t directRecvmsg(int fd, ::msghdr* message, int flags) {
+#ifdef RELAY_BARE_SOCKET_CALLS
+  return ::syscall(SYS_recvmsg, fd, message, flags);
+#else
   return ::recvmsg(fd, message, flags);
-}
-
 #endif
+}
 
 }  // namespace relay::net
