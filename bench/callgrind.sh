@@ -11,6 +11,9 @@
 #                                     # (generous: every request passes them)
 #   N=5000 C=16 bench/callgrind.sh
 #   TOP=25 bench/callgrind.sh         # also the 25 costliest functions (inclusive)
+#   CACHE=1 bench/callgrind.sh        # also simulated cache misses and branch mispredictions
+#                                     # per request (valgrind's model of this CPU's L1 caches:
+#                                     # what instructions alone do not show; slower to run)
 #   BUILD_DIR=build-ref-abc1234 bench/callgrind.sh   # another build
 #
 # Prints "instructions/request: N"; the dump stays in $OUT (default
@@ -22,6 +25,8 @@ n=${N:-2000}
 clients=${C:-8}
 warm=${WARM:-500}
 out=${OUT:-/tmp/kimi-relay-callgrind.out}
+vg_args=(${VG_ARGS:-})
+[[ -n ${CACHE:-} ]] && vg_args+=(--cache-sim=yes --branch-sim=yes)
 bench_need h2load valgrind callgrind_control callgrind_annotate
 bench_start
 rm -f "$out"*
@@ -38,10 +43,10 @@ if [[ -n ${NGINX:-} ]]; then
   bench_need nginx
   bench_nginx_conf "$work/nginx.conf" $relay_port $mock_port
   sed -i '1i daemon off;' "$work/nginx.conf"
-  valgrind --tool=callgrind ${VG_ARGS:-} --callgrind-out-file="$out" nginx -c "$work/nginx.conf" -p "$work" \
+  valgrind --tool=callgrind "${vg_args[@]}" --callgrind-out-file="$out" nginx -c "$work/nginx.conf" -p "$work" \
     >"$work/relay.log" 2>&1 &
 else
-  valgrind --tool=callgrind ${VG_ARGS:-} --callgrind-out-file="$out" "$bin/kimi-relay" --config "$work/relay.yaml" \
+  valgrind --tool=callgrind "${vg_args[@]}" --callgrind-out-file="$out" "$bin/kimi-relay" --config "$work/relay.yaml" \
     >"$work/relay.log" 2>&1 &
 fi
 relay_pid=$!
@@ -71,6 +76,19 @@ proxy=kimi-relay
 printf 'proxy: %s, mode: %s%s%s, requests: %d, c=%d\ninstructions/request: %d\n' "$proxy" \
   "$mode" "${BURST:+, whole stream in one write}" \
   "${LIMITS:+, with key limits}" "$n" "$clients" $((total / n))
+if [[ -n ${CACHE:-} ]]; then
+  # The totals line holds one count per event, in the order "events:" names them.
+  awk -v n="$n" '
+    /^events:/ { for (i = 2; i <= NF; ++i) name[i] = $i }
+    /^summary:|^totals:/ { for (i = 2; i <= NF; ++i) v[name[i]] = $i; exit }
+    END {
+      printf "per request: data reads %.0f, data writes %.0f\n", v["Dr"] / n, v["Dw"] / n
+      printf "  L1 instruction misses %.0f, L1 data misses %.0f read + %.0f write\n",
+        v["I1mr"] / n, v["D1mr"] / n, v["D1mw"] / n
+      printf "  conditional branches %.0f, mispredicted %.0f; indirect %.0f, mispredicted %.0f\n",
+        v["Bc"] / n, v["Bcm"] / n, v["Bi"] / n, v["Bim"] / n
+    }' "$dump"
+fi
 if [[ -n ${TOP:-} ]]; then
   callgrind_annotate --inclusive=yes "$dump" 2>/dev/null | sed -n "1,$((TOP + 25))p" | tail -n "$TOP"
 fi

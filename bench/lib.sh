@@ -19,6 +19,11 @@ upstream_key=bench-upstream-key
 bench_need() {
   local tool
   for tool in "$@"; do
+    # nginx is the benchmarks' line, not a dependency of the gateway:
+    # installed here when first needed, as bench/run.sh does.
+    if [[ $tool == nginx ]] && ! command -v nginx >/dev/null; then
+      DEBIAN_FRONTEND=noninteractive apt-get install -y -q nginx-light >/dev/null || true
+    fi
     command -v "$tool" >/dev/null ||
       { echo "bench: $tool missing (scripts/install-deps.sh installs it)" >&2; exit 1; }
   done
