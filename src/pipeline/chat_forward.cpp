@@ -118,49 +118,67 @@ class Forwarder {
     if (!trace.tracestate.empty()) w.field("tracestate", trace.tracestate);
   }
 
-  // Sets result(): the answer, or the error to give.
-  net::Task<void> run() {
+  // forwardChat() drives a Forwarder: start(), then for m = 0, 1, ... while
+  // beginModel(m), tryModel(m) until one answers; finish() when none did.
+  // (The loop is forwardChat's own coroutine, not one more of the
+  // Forwarder's: one frame fewer per request.)
+
+  // False when the request may not go upstream at all (a relay loop):
+  // result() holds the refusal. Otherwise lists the model asked for and its
+  // fallbacks the key may use.
+  bool start() {
     if (req_.hops >= kMaxHops) {
       result_ = fail(gatewayError(508,
                                   "x-relay-hops is " + std::to_string(req_.hops) +
                                       ": the request has passed through too many relays, "
                                       "probably a loop in their upstream configuration",
                                   "server_error", "relay_loop_detected"));
-      co_return;
+      return false;
     }
     const upstream::ModelRoute* first = req_.plan.route;
-    // The model asked for and its fallbacks (a few: no heap for them).
-    boost::container::small_vector<const upstream::ModelRoute*, 4> models{first};
+    models_.assign(1, first);
     for (const upstream::ModelRoute* fb : snap_.fallbacks[first->index]) {
-      if (req_.plan.tenant->mayUse(fb->model)) models.push_back(fb);
+      if (req_.plan.tenant->mayUse(fb->model)) models_.push_back(fb);
     }
-    // The constructor's clock reading serves the first model: run() and
-    // tryModel()'s first pass follow it with no wait in between.
-    for (std::size_t m = 0;
-         m < models.size() && !exhausted(m == 0 ? constructedAt_ : SteadyClock::now()); ++m) {
-      if (m > 0 && !tried_.empty()) {
-        snap_.telemetry->fallback(static_cast<std::uint32_t>(tried_.back().index),
-                                  telemetry::FallbackKind::kModel,
-                                  telemetryReason(tried_.back().failure));
-        if (snap_.eventsWanted()) {
-          RelayEvent e = event("request.fallback_model");
-          e.from = models[m - 1]->model;
-          e.to = models[m]->model;
-          e.reason = upstream::failureClassName(tried_.back().failure.kind);
-          snap_.publish(e);
-        }
+    return true;
+  }
+
+  // Whether model `m` (0: the one asked for, then its fallbacks) is tried:
+  // there is one, and attempts and time are left. A fallback is reported as
+  // it begins. The constructor's clock reading serves the first model:
+  // start() and tryModel()'s first pass follow it with no wait in between.
+  bool beginModel(std::size_t m) {
+    if (m >= models_.size() || exhausted(m == 0 ? constructedAt_ : SteadyClock::now()))
+      return false;
+    if (m > 0 && !tried_.empty()) {
+      snap_.telemetry->fallback(static_cast<std::uint32_t>(tried_.back().index),
+                                telemetry::FallbackKind::kModel,
+                                telemetryReason(tried_.back().failure));
+      if (snap_.eventsWanted()) {
+        RelayEvent e = event("request.fallback_model");
+        e.from = models_[m - 1]->model;
+        e.to = models_[m]->model;
+        e.reason = upstream::failureClassName(tried_.back().failure.kind);
+        snap_.publish(e);
       }
-      const std::optional<SteadyClock::time_point> firstNow =
-          m == 0 ? std::optional(constructedAt_) : std::nullopt;
-      const bool answered = co_await tryModel(*models[m], m + 1 < models.size(), firstNow);
-      if (answered) co_return;
     }
+    return true;
+  }
+
+  // Attempts on model `m` (after beginModel(m)): true when one answered.
+  net::Task<bool> tryModel(std::size_t m) {
+    return tryRoute(*models_[m], m + 1 < models_.size(),
+                    m == 0 ? std::optional(constructedAt_) : std::nullopt);
+  }
+
+  // No model answered: the error to give.
+  void finish() {
     result_ = fail(finalAnswer());
     if (!tried_.empty() && tried_.back().passthrough) result_.upstream = tried_.back().index;
     result_.answeredBy = !tried_.empty() && tried_.back().passthrough;
   }
 
-  // What run() decided (moved out once, by forwardChat).
+  // The answer, or the error to give (moved out once, by forwardChat).
   Forwarded& result() { return result_; }
 
  private:
@@ -225,7 +243,7 @@ class Forwarder {
   // failed in this request is given up: its fallback is the better bet than
   // the same upstreams again.
   // `firstNow`: a clock reading for the first pass, when the caller has one.
-  net::Task<bool> tryModel(const upstream::ModelRoute& route, bool fallbackLeft,
+  net::Task<bool> tryRoute(const upstream::ModelRoute& route, bool fallbackLeft,
                            std::optional<SteadyClock::time_point> firstNow) {
     upstream::UpstreamStates& states = *snap_.upstreamStates;
     barOutsideRegions(route);
@@ -257,9 +275,32 @@ class Forwarder {
         }
         co_return false;  // next fallback model, if any
       }
-      upstream::Lease lease = std::move(*pick.lease);
-      countAttempt(route, lease.upstream);
-      const bool answered = co_await attempt(route, std::move(lease));
+      // One request to one upstream, here rather than in a coroutine of its
+      // own (one frame fewer per request). Its block ends before any retry
+      // wait below: the lease (the upstream's slot) and a failed answer's
+      // connection are given back first.
+      bool answered = false;
+      {
+        upstream::Lease lease = std::move(*pick.lease);
+        countAttempt(route, lease.upstream);
+        const std::size_t u = lease.upstream;
+        const upstream::UpstreamInfo& info = snap_.catalog.upstreams()[u];
+        upstream::OutgoingRequest out = outgoingRequest(info, route.candidates[lease.candidate]);
+        upstream::Deadlines deadlines = attemptDeadlines();  // named: no temporary in co_await
+        upstream::Failure failure;
+        deadlines.sentAt = SteadyClock::now();  // the pool's clock reading too
+        std::unique_ptr<upstream::ResponseStream> resp =
+            co_await req_.clients.send(u, out, deadlines, failure);
+        std::string body;
+        const AttemptEnd end = endAttempt(route, lease, resp, failure, deadlines.sentAt, body);
+        if (end == AttemptEnd::kBodyPending) {
+          // An error answer whose body did not come with its head.
+          const bool read = co_await resp->readAll(body, info.config->maxResponseBytes);
+          if (!read) body.clear();
+          failAttempt(route, lease, resp.get(), failure, {}, std::move(body));
+        }
+        answered = end == AttemptEnd::kAnswered;
+      }
       if (answered) co_return true;
       if (giveUp_ || tried_.empty() || req_.exchange.response->clientGone()) {
         giveUp_ = true;
@@ -343,19 +384,18 @@ class Forwarder {
     snap_.publish(e);
   }
 
-  // One request to one upstream. A 2xx head is success (true, in result_);
-  // anything else is recorded in tried_ (and reported to the upstream's health).
-  net::Task<bool> attempt(const upstream::ModelRoute& route, upstream::Lease lease) {
-    const std::size_t u = lease.upstream;
-    const upstream::UpstreamInfo& info = snap_.catalog.upstreams()[u];
-    upstream::OutgoingRequest out = outgoingRequest(info, route.candidates[lease.candidate]);
+  enum class AttemptEnd { kAnswered, kFailed, kBodyPending };
 
-    upstream::Deadlines deadlines = attemptDeadlines();  // named: no temporary in co_await
-    upstream::Failure failure;
-    const auto sent = SteadyClock::now();
-    deadlines.sentAt = sent;  // the pool's clock reading too
-    std::unique_ptr<upstream::ResponseStream> resp =
-        co_await req_.clients.send(u, out, deadlines, failure);
+  // What an attempt's head (or its failure) decides, without waiting. A 2xx
+  // head is success (kAnswered, in result_); anything else is recorded in
+  // tried_ and reported to the upstream's health (kFailed), but for an error
+  // answer whose body is not here yet (kBodyPending: the caller reads it
+  // into `body` and calls failAttempt()).
+  AttemptEnd endAttempt(const upstream::ModelRoute& route, upstream::Lease& lease,
+                        std::unique_ptr<upstream::ResponseStream>& resp,
+                        const upstream::Failure& failure, SteadyClock::time_point sent,
+                        std::string& body) {
+    const std::size_t u = lease.upstream;
     auto headAt = SteadyClock::now();
     timeAttempt(u, resp != nullptr, failure, sent, headAt);
 
@@ -365,16 +405,39 @@ class Forwarder {
       // handed back), and nobody is left to answer.
       lease.report(upstream::HealthVerdict::kNeutral, headAt);
       giveUp_ = true;
-      co_return false;
+      return AttemptEnd::kFailed;
     }
     if (resp && resp->status() >= 200 && resp->status() < 300) {
       lease.report(upstream::HealthVerdict::kSuccess, headAt);
       snap_.telemetry->attempt(static_cast<std::uint32_t>(u), false);
       reportHealth(u, headAt);
       answered(route, std::move(resp), std::move(lease));
-      co_return true;
+      return AttemptEnd::kAnswered;
     }
+    if (!resp) {
+      snap_.telemetry->attempt(static_cast<std::uint32_t>(u),
+                               failure.kind != FailureKind::kTotalTimeout);
+    } else {
+      const int status = resp->status();
+      snap_.telemetry->attempt(static_cast<std::uint32_t>(u),
+                               status >= 500 || status == 429 || status == 401 || status == 403);
+      // An error answer is small and has nearly always come with its head.
+      const std::uint64_t limit = snap_.catalog.upstreams()[u].config->maxResponseBytes;
+      const std::optional<bool> read = resp->readAllNow(body, limit);
+      if (!read) return AttemptEnd::kBodyPending;
+      if (!*read) body.clear();
+    }
+    failAttempt(route, lease, resp.get(), failure, headAt, std::move(body));
+    return AttemptEnd::kFailed;
+  }
 
+  // A failed attempt into tried_: no head (`resp` null: `failure` says why,
+  // at `headAt`) or an error answer with its `body`. Its lease is released.
+  void failAttempt(const upstream::ModelRoute& route, upstream::Lease& lease,
+                   const upstream::ResponseStream* resp, const upstream::Failure& failure,
+                   SteadyClock::time_point headAt, std::string body) {
+    const std::size_t u = lease.upstream;
+    const upstream::UpstreamInfo& info = snap_.catalog.upstreams()[u];
     upstream::UpstreamState& state = (*snap_.upstreamStates)[u];
     const std::uint64_t ejectionsBefore = state.health().ejectionsTotal();
     Tried tried;
@@ -383,28 +446,13 @@ class Forwarder {
     tried.upstream = info.name;
     if (!resp) {
       noteTransportFailure(tried, failure, lease, headAt);
-      snap_.telemetry->attempt(static_cast<std::uint32_t>(u),
-                               failure.kind != FailureKind::kTotalTimeout);
     } else {
-      const int status = resp->status();
-      snap_.telemetry->attempt(static_cast<std::uint32_t>(u),
-                               status >= 500 || status == 429 || status == 401 || status == 403);
-      // An error answer is small and has nearly always come with its head.
-      std::string body;
-      const std::uint64_t limit = info.config->maxResponseBytes;
-      bool read = false;
-      if (std::optional<bool> now = resp->readAllNow(body, limit))
-        read = *now;
-      else
-        read = co_await resp->readAll(body, limit);
-      if (!read) body.clear();
       noteErrorResponse(tried, *resp, std::move(body), info, lease, state);
     }
     lease.release();
     if (state.health().ejectionsTotal() > ejectionsBefore) reportEjection(info, tried);
     reportHealth(u, SteadyClock::now());
     tried_.push_back(std::move(tried));
-    co_return false;
   }
 
   // The request as upstream `info` gets it: the body with its model id, its
@@ -681,6 +729,8 @@ class Forwarder {
   bool giveUp_ = false;
   bool full_ = false;
   bool budgetRefused_ = false;
+  // The model asked for and its fallbacks (a few: no heap for them).
+  boost::container::small_vector<const upstream::ModelRoute*, 4> models_;
   Forwarded result_;
 };
 
@@ -704,7 +754,15 @@ void reportUpstreamHealth(const Snapshot& snap, std::size_t u, SteadyClock::time
 
 net::Task<Forwarded> forwardChat(Worker& worker, const Snapshot& snapshot, ForwardRequest request) {
   Forwarder forwarder(worker, snapshot, request);
-  co_await forwarder.run();
+  if (forwarder.start()) {
+    bool answered = false;
+    for (std::size_t m = 0; !answered && forwarder.beginModel(m); ++m) {
+      net::Task<bool> model =
+          forwarder.tryModel(m);  // a named local: GCC 12 and co_await temporaries
+      answered = co_await std::move(model);
+    }
+    if (!answered) forwarder.finish();
+  }
   co_return std::move(forwarder.result());
 }
 
