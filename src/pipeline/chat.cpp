@@ -54,41 +54,29 @@ void addOutcomeHeaders(Headers& h, const Forwarded& f, const ChatRecord& record,
   }
 }
 
-// Reads a JSON answer whole and passes it on.
-net::Task<void> deliverJson(net::ResponseSink& sink, Forwarded& f, Headers headers,
-                            ChatRecord& record, const upstream::UpstreamInfo& upstream) {
-  const std::string& upstreamName = upstream.name;
-  std::string body;
-  // The whole answer has nearly always come with its head: taken at once,
-  // with no wait to time (and no clock read).
-  bool ok = false;
-  const std::uint64_t limit = upstream.config->maxResponseBytes;
-  if (std::optional<bool> ready = f.response->readAllNow(body, limit)) {
-    ok = *ready;
-  } else {
-    const auto t0 = SteadyClock::now();
-    ok = co_await f.response->readAll(body, limit);
-    record.addWait(SteadyClock::now() - t0);
-  }
+// A JSON answer read whole (`ok`) or whose read failed, made ready to pass
+// on: the upstream's slot freed, usage recorded, the record settled, and
+// `head` to give with the body; on failure the 502 to give instead.
+std::optional<ApiError> settleJson(Forwarded& f, bool ok, const std::string& body, Headers& headers,
+                                   ChatRecord& record, const upstream::UpstreamInfo& upstream,
+                                   net::ResponseHead& head) {
   // The upstream is done with this request: its slot is free for the next
   // one, even while the write to a slow caller still waits for room.
   if (f.lease) f.lease->release();
   if (!ok) {
     // Nothing was sent yet, so this is still an honest status.
     ApiError err{502,
-                 "upstream '" + upstreamName + "' failed while sending its answer: " +
+                 "upstream '" + upstream.name + "' failed while sending its answer: " +
                      upstream::describe(f.response->failure()),
                  "server_error", "upstream_unavailable"};
     err.traceId = record.trace().traceId;
     record.answered(502, err.code);
-    co_await respondError(sink, std::move(headers), std::move(err));
-    co_return;
+    return err;
   }
   if (auto usage = sse::extractBodyUsage(body))
     record.reported(*usage);
   else
     record.estimatedOutput(body.size() / 4);
-  net::ResponseHead head;
   head.status = f.response->status();
   head.headers = std::move(headers);
   std::string_view type = f.response->headers().get("content-type");
@@ -97,6 +85,23 @@ net::Task<void> deliverJson(net::ResponseSink& sink, Forwarded& f, Headers heade
   // Settled before the caller can see the answer: its next request must find
   // this one's tokens and spend already counted (it may land on another worker).
   record.settle();
+  return std::nullopt;
+}
+
+// Reads a JSON answer whose body did not all come with its head, and passes
+// it on. (One that did, nearly every one, is passed on by
+// handleModelRequest itself, with no coroutine of its own.)
+net::Task<void> deliverJson(net::ResponseSink& sink, Forwarded& f, Headers headers,
+                            ChatRecord& record, const upstream::UpstreamInfo& upstream) {
+  std::string body;
+  const auto t0 = SteadyClock::now();
+  const bool ok = co_await f.response->readAll(body, upstream.config->maxResponseBytes);
+  record.addWait(SteadyClock::now() - t0);
+  net::ResponseHead head;
+  if (std::optional<ApiError> err = settleJson(f, ok, body, headers, record, upstream, head)) {
+    co_await respondError(sink, std::move(headers), std::move(*err));
+    co_return;
+  }
   co_await sink.respond(std::move(head), std::move(body));
 }
 
@@ -169,7 +174,7 @@ net::Task<void> deliverStream(Worker& worker, net::ResponseSink& sink, Forwarded
     if (!written) co_return;  // caller gone: the upstream request is dropped with `f`
   }
   // The upstream has said all it will: its slot is free before the last
-  // bytes reach the caller (see deliverJson). One cut off mid-stream (an
+  // bytes reach the caller (see settleJson). One cut off mid-stream (an
   // event over max_event_bytes) may still be sending: it keeps its slot
   // until its connection is dropped with `f`.
   if (f.lease && (!more || f.response->complete())) f.lease->release();
@@ -195,7 +200,7 @@ net::Task<void> deliverStream(Worker& worker, net::ResponseSink& sink, Forwarded
       (*snap.upstreamStates)[f.upstream].health().noteLateFailure(SteadyClock::now());
     record.endedWithError("upstream_stream_interrupted");
   }
-  // Settled before the stream's end reaches the caller (see deliverJson).
+  // Settled before the stream's end reaches the caller (see settleJson).
   record.settle();
   if (why.empty()) {
     co_await sink.finishWith(last);  // the held bytes, not a copy of them
@@ -333,7 +338,21 @@ net::Task<void> handleModelRequest(Worker& worker, net::Exchange& ex, ModelApi a
     co_await deliverStream(worker, sink, f, std::move(base), record, snap,
                            plan.fields.includeUsage.value_or(false));
   } else {
-    co_await deliverJson(sink, f, std::move(base), record, snap.catalog.upstreams()[f.upstream]);
+    const upstream::UpstreamInfo& info = snap.catalog.upstreams()[f.upstream];
+    std::string body;
+    // The whole answer has nearly always come with its head: taken at once,
+    // with no wait to time (and no clock read), and passed on from here.
+    if (std::optional<bool> ready = f.response->readAllNow(body, info.config->maxResponseBytes)) {
+      net::ResponseHead head;
+      std::optional<ApiError> err = settleJson(f, *ready, body, base, record, info, head);
+      if (err) {
+        co_await respondError(sink, std::move(base), std::move(*err));
+      } else {
+        co_await sink.respond(std::move(head), std::move(body));
+      }
+    } else {
+      co_await deliverJson(sink, f, std::move(base), record, info);
+    }
   }
   if (f.lease) f.lease->release();
   record.settle();
