@@ -56,7 +56,8 @@ void addOutcomeHeaders(Headers& h, const Forwarded& f, const ChatRecord& record,
 
 // A JSON answer read whole (`ok`) or whose read failed, made ready to pass
 // on: the upstream's slot freed, usage recorded, the record settled, and
-// `head` to give with the body; on failure the 502 to give instead.
+// `head` to give with the body; on failure the 502 to give instead (the
+// record then only notes it: the caller settles it after the answer).
 std::optional<ApiError> settleJson(Forwarded& f, bool ok, const std::string& body, Headers& headers,
                                    ChatRecord& record, const upstream::UpstreamInfo& upstream,
                                    net::ResponseHead& head) {

@@ -146,7 +146,7 @@ class Forwarder {
   // Whether model `m` (0: the one asked for, then its fallbacks) is tried:
   // there is one, and attempts and time are left. A fallback is reported as
   // it begins. The constructor's clock reading serves the first model:
-  // start() and tryModel()'s first pass follow it with no wait in between.
+  // start() and tryRoute()'s first pass follow it with no wait in between.
   bool beginModel(std::size_t m) {
     if (m >= models_.size() || exhausted(m == 0 ? constructedAt_ : SteadyClock::now()))
       return false;
