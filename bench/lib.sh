@@ -24,8 +24,9 @@ bench_need() {
     if [[ $tool == nginx ]] && ! command -v nginx >/dev/null; then
       DEBIAN_FRONTEND=noninteractive apt-get install -y -q nginx-light >/dev/null || true
     fi
-    command -v "$tool" >/dev/null ||
-      { echo "bench: $tool missing (scripts/install-deps.sh installs it)" >&2; exit 1; }
+    local hint="scripts/install-deps.sh installs it"
+    [[ $tool == nginx ]] && hint="apt-get install nginx-light failed"
+    command -v "$tool" >/dev/null || { echo "bench: $tool missing ($hint)" >&2; exit 1; }
   done
 }
 
