@@ -15,7 +15,6 @@
 #include <boost/container/small_vector.hpp>
 
 #include "relay/common/head_writer.hpp"
-#include "relay/common/json_write.hpp"
 #include "relay/pipeline/steps.hpp"
 #include "relay/pipeline/upstream_error.hpp"
 #include "relay/upstream/pick.hpp"
@@ -55,27 +54,6 @@ telemetry::UpstreamFailure telemetryReason(const AttemptFailure& f) {
   }
   return telemetry::UpstreamFailure::kOther;
 }
-
-ErrorAnswer gatewayError(int status, std::string_view message, std::string_view type,
-                         std::string code) {
-  ErrorAnswer e;
-  e.status = status;
-  e.body = openAiErrorJson(message, type, code);
-  e.code = std::move(code);
-  return e;
-}
-
-// One attempt's failure, kept for the answer if nothing succeeds.
-struct Tried {
-  std::size_t index = 0;  // the upstream, in the catalog
-  const upstream::ModelRoute* route = nullptr;
-  std::string upstream;
-  std::string what;  // "connection refused", "HTTP 503"
-  AttemptFailure failure;
-  std::optional<ErrorAnswer> passthrough;  // an upstream error response
-  FailureKind transport = FailureKind::kNone;
-  bool credentialRefused = false;  // 401/403: the upstream refused the gateway's own key
-};
 
 class Forwarder {
  public:
@@ -173,7 +151,13 @@ class Forwarder {
 
   // No model answered: the error to give.
   void finish() {
-    result_ = fail(finalAnswer());
+    result_ = fail(finalAnswer(Unserved{.model = req_.plan.route->model,
+                                        .tried = tried_,
+                                        .residencyRule = residencyRule_,
+                                        .full = full_,
+                                        .fullRetryAt = fullRetryAt_,
+                                        .budgetRefused = budgetRefused_},
+                               SteadyClock::now()));
     if (!tried_.empty() && tried_.back().passthrough) result_.upstream = tried_.back().index;
     result_.answeredBy = !tried_.empty() && tried_.back().passthrough;
   }
@@ -596,94 +580,6 @@ class Forwarder {
     e.traceId = req_.record.trace().traceId;
     e.key = req_.plan.tenant->name;
     e.node = req_.record.nodeHeader();
-    return e;
-  }
-
-  // The answer when no attempt succeeded. Under a residency rule, a failure
-  // to serve is a 503 that names the rule: the upstreams it keeps out were
-  // never an option.
-  ErrorAnswer finalAnswer() {
-    ErrorAnswer e = unrestrictedAnswer();
-    if (residencyRule_.empty() || e.status < 500) return e;
-    std::string what;
-    for (const Tried& t : tried_)
-      what += (what.empty() ? "" : "; ") + t.upstream + ": " + t.what;
-    ErrorAnswer r = gatewayError(
-        503,
-        "No upstream this request may use could serve the model '" + req_.plan.route->model +
-            "': " + residencyRule_ + ", and upstreams in other regions are never used for it" +
-            (what.empty() ? std::string(" (none of the allowed ones is available)")
-                          : " (tried: " + what + ")") +
-            ". Retry later, or ask the gateway's operator about the allowed regions.",
-        "server_error", "residency_unavailable");
-    r.headers.add("retry-after", "1");
-    return r;
-  }
-
-  ErrorAnswer unrestrictedAnswer() {
-    const std::string& model = req_.plan.route->model;
-    if (tried_.empty()) {
-      if (full_) {
-        ErrorAnswer e = gatewayError(
-            429,
-            "Every upstream serving '" + model +
-                "' is at its concurrency or rate cap (max_concurrency / rpm); try again shortly.",
-            "requests", "upstream_capacity");
-        auto wait = fullRetryAt_ ? *fullRetryAt_ - SteadyClock::now() : std::chrono::seconds(1);
-        auto secs = std::max<long long>(1, std::chrono::ceil<std::chrono::seconds>(wait).count());
-        e.headers.add("retry-after", std::to_string(secs));
-        return e;
-      }
-      return gatewayError(503, "No upstream is available for the model '" + model + "'.",
-                          "server_error", "no_upstream_available");
-    }
-    // The last upstream answered with an error: that answer, with its status
-    // and its words, is the most honest thing to pass on.
-    const Tried& last = tried_.back();
-    if (last.passthrough) return *last.passthrough;
-    if (last.credentialRefused) return credentialAnswer();
-    std::string what;
-    bool allTimeouts = true;
-    for (const Tried& t : tried_) {
-      if (!what.empty()) what += "; ";
-      what += t.upstream + ": " + t.what;
-      allTimeouts = allTimeouts && t.failure.kind == FailureClass::kTimeout;
-    }
-    std::string why = budgetRefused_ ? " (the retry budget refused further retries)" : "";
-    if (allTimeouts) {
-      return gatewayError(504,
-                          "No upstream answered the model '" + model + "' in time after " +
-                              std::to_string(tried_.size()) + " attempt(s): " + what + why + ".",
-                          "server_error", "upstream_timeout");
-    }
-    // One upstream that cannot be reached is a bad gateway (502); when several
-    // were tried and none could serve, the service is unavailable (503).
-    bool oneUpstream = true;
-    for (const Tried& t : tried_)
-      oneUpstream = oneUpstream && t.upstream == tried_.front().upstream;
-    return gatewayError(oneUpstream ? 502 : 503,
-                        "No upstream could serve the model '" + model + "' after " +
-                            std::to_string(tried_.size()) + " attempt(s): " + what + why + ".",
-                        "server_error", "upstream_unavailable");
-  }
-
-  // Every upstream tried last refused the gateway's credential: a 502 that
-  // names them (never a key, never their words), which the caller cannot fix.
-  ErrorAnswer credentialAnswer() const {
-    std::string names;
-    for (const Tried& t : tried_) {
-      if (!t.credentialRefused || names.find("'" + t.upstream + "'") != std::string::npos) continue;
-      if (!names.empty()) names += ", ";
-      names += "'" + t.upstream + "'";
-    }
-    ErrorAnswer e = gatewayError(
-        502,
-        "The gateway's credential for upstream " + names +
-            " was refused (HTTP 401/403); your key is fine. The gateway's operator must fix "
-            "upstreams[].api_key. No other upstream could serve the model '" +
-            req_.plan.route->model + "'.",
-        "server_error", "upstream_auth_failed");
-    e.headers.add("x-should-retry", "false");
     return e;
   }
 

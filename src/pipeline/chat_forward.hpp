@@ -8,20 +8,12 @@
 #include <string>
 
 #include "chat_record.hpp"
+#include "final_answer.hpp"
 #include "relay/pipeline/worker.hpp"
 #include "relay/upstream/client.hpp"
 #include "relay/upstream/upstream_state.hpp"
 
 namespace relay::pipeline {
-
-// An answer the gateway gives instead of an upstream's 2xx: an upstream error
-// passed through (OpenAI-shaped) or the gateway's own.
-struct ErrorAnswer {
-  int status = 502;
-  std::string body;  // OpenAI-shaped JSON
-  std::string code;  // for the record
-  Headers headers;   // retry-after, x-should-retry, ...
-};
 
 struct Forwarded {
   // Success: a 2xx head whose body is still to be read. The lease holds the

@@ -32,6 +32,7 @@ struct Outcome {
   Headers headers;
   std::string body;
   bool bodyFails = false;  // the body breaks off after its first read
+  bool bodyLater = false;  // the body does not come with the head (readAllNow must wait)
 
   static Outcome head(int status, std::string body = "{}") {
     Outcome o;
@@ -46,6 +47,10 @@ struct Outcome {
   }
   Outcome& with(std::string_view name, std::string_view value) {
     headers.add(name, value);
+    return *this;
+  }
+  Outcome& later() {
+    bodyLater = true;
     return *this;
   }
 };
@@ -64,15 +69,27 @@ class ScriptedStream final : public upstream::ResponseStream {
     co_return true;
   }
   bool complete() const override { return reads_ > 0 && !o_.bodyFails; }
-  net::Task<bool> readAll(std::string& out, std::uint64_t) override {
-    out += o_.body;
-    reads_ = 1;
-    co_return true;
+  net::Task<bool> readAll(std::string& out, std::uint64_t limit) override {
+    co_return readWhole(out, limit);
+  }
+  std::optional<bool> readAllNow(std::string& out, std::uint64_t limit) override {
+    if (o_.bodyLater) return std::nullopt;
+    return readWhole(out, limit);
   }
   const upstream::Failure& failure() const override { return failure_; }
   void abort() override {}
 
  private:
+  bool readWhole(std::string& out, std::uint64_t limit) {
+    reads_ = 1;
+    if (o_.body.size() > limit) {
+      failure_.kind = FailureKind::kTooLarge;
+      return false;
+    }
+    out += o_.body;
+    return true;
+  }
+
   Outcome o_;
   int reads_ = 0;
   upstream::Failure failure_;
@@ -351,6 +368,79 @@ TEST(Forwarder, AClientErrorIsPassedOnWithoutRetry) {
   EXPECT_NE(out.error->body.find("bad messages"), std::string::npos);
   EXPECT_TRUE(out.answeredBy);
   EXPECT_TRUE(f.sleeps.empty());
+}
+
+// An error body that did not come with its head is awaited (tryRoute's slow
+// path) and gives the caller the same answer as one that did.
+TEST(Forwarder, AnErrorBodyArrivingAfterItsHeadIsPassedOnTheSame) {
+  const std::string body = R"({"error":{"message":"bad messages","type":"invalid_request_error"}})";
+  std::vector<std::string> answers;
+  for (bool later : {false, true}) {
+    SCOPED_TRACE(later ? "body after the head" : "body with the head");
+    Fixture f(twoUpstreams(kRetry));
+    Outcome o = Outcome::head(400, body);
+    if (later) o.later();
+    ScriptedClient client({o});
+    Forwarded out = f.forward(client);
+    EXPECT_EQ(client.calls.size(), 1u);
+    ASSERT_TRUE(out.error);
+    EXPECT_EQ(out.error->status, 400);
+    EXPECT_NE(out.error->body.find("bad messages"), std::string::npos);
+    EXPECT_TRUE(out.answeredBy);
+    answers.push_back(out.error->body);
+  }
+  ASSERT_EQ(answers.size(), 2u);
+  EXPECT_EQ(answers[0], answers[1]);
+}
+
+// An error body is read up to the upstream's max_response_bytes: one at the
+// limit is passed on in the upstream's words, one byte more is dropped
+// unread and the caller is told only who answered what — with the body at
+// once or after the head alike.
+TEST(Forwarder, AnErrorBodyOverMaxResponseBytesIsNotPassedOn) {
+  const std::string yaml = R"(upstreams:
+  - name: alpha
+    base_url: http://127.0.0.1:9/v1
+    allow_insecure_http: true
+    api_key: alpha-key
+    max_response_bytes: 1024
+    models: [kimi-k2]
+)";
+  auto errorOfSize = [](std::size_t n) {
+    const std::string open = R"({"error":{"message":"upstream words )";
+    const std::string close = R"("}})";
+    return open + std::string(n - open.size() - close.size(), 'w') + close;
+  };
+  for (bool later : {false, true}) {
+    for (std::size_t size : {std::size_t{1024}, std::size_t{1025}}) {
+      SCOPED_TRACE(std::to_string(size) + (later ? " bytes, after the head" : " bytes, with it"));
+      Fixture f(yaml);
+      Outcome o = Outcome::head(400, errorOfSize(size));
+      if (later) o.later();
+      ScriptedClient client({o});
+      Forwarded out = f.forward(client);
+      ASSERT_TRUE(out.error);
+      EXPECT_EQ(out.error->status, 400);
+      EXPECT_NE(out.error->body.find("upstream 'alpha' answered HTTP 400"), std::string::npos);
+      EXPECT_EQ(out.error->body.find("upstream words") != std::string::npos, size == 1024);
+    }
+  }
+}
+
+// A retried 503 whose body came late still counts and is retried like one
+// that came at once; the last one's body is what the caller gets.
+TEST(Forwarder, LateErrorBodiesAreRetriedAndTheLastIsPassedOn) {
+  Fixture f(twoUpstreams(kRetry));
+  ScriptedClient client({Outcome::head(503, R"({"error":{"message":"first"}})").later(),
+                         Outcome::head(503, R"({"error":{"message":"second"}})"),
+                         Outcome::head(503, R"({"error":{"message":"third"}})").later()});
+  Forwarded out = f.forward(client);
+  EXPECT_EQ(client.calls.size(), 3u);
+  EXPECT_EQ(f.attempts, 3u);
+  ASSERT_TRUE(out.error);
+  EXPECT_EQ(out.error->status, 503);
+  EXPECT_NE(out.error->body.find("third"), std::string::npos);
+  EXPECT_TRUE(out.answeredBy);
 }
 
 TEST(Forwarder, AResetAfterTheRequestWasWrittenCountsAsAnAttempt) {
