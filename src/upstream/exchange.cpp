@@ -68,89 +68,91 @@ Exchange::Exchange(std::shared_ptr<ConnectionHome> home, std::unique_ptr<Connect
   newParser();
 }
 
-Task<bool> Exchange::exchangeHead(const OutgoingRequest& req, const Target& target,
-                                  Clock::time_point now) {
+bool Exchange::startRequest(const OutgoingRequest& req, const Target& target,
+                            Clock::time_point now) {
   const Clock::time_point firstByteBy = now + deadlines_.firstByte;
   watchdog_.set(std::min(firstByteBy, deadlines_.total), firstByteBy < deadlines_.total
                                                              ? FailureKind::kFirstByteTimeout
                                                              : FailureKind::kTotalTimeout);
   std::string& scratch = threadScratch<RequestHeads>();
   serializeRequest(req, target, scratch);
-  const std::size_t headSize = scratch.size();
-  std::array<asio::const_buffer, 2> bufs{asio::buffer(scratch), asio::buffer(req.body)};
-  // Plain TCP: one send now, which nearly always takes the whole
-  // request, and no round through the scheduler; what did not fit (and
-  // every TLS write) goes through the asynchronous write.
+  requestBytes_ = scratch.size() + req.body.size();
+  // Plain TCP: one send now, which nearly always takes the whole request,
+  // and no round through the scheduler; what did not fit (and every TLS
+  // write) goes through finishRequest()'s asynchronous write.
   requestBytesWritten_ = 0;
   if (conn_->plain) {
+    std::array<asio::const_buffer, 2> bufs{asio::buffer(scratch), asio::buffer(req.body)};
     boost::system::error_code sec;
     requestBytesWritten_ = net::sendNow(conn_->plain->native_handle(), bufs, sec);
-    if (sec) co_return fail(FailureKind::kReset, sec.message());
+    if (sec) return fail(FailureKind::kReset, sec.message());
   }
-  if (requestBytesWritten_ < headSize + req.body.size()) {
-    // The rest waits for room: the head leaves the thread's buffer, which
-    // another request may use meanwhile.
-    std::string head = scratch;
-    bufs[0] = asio::buffer(head);
-    beast::buffers_suffix<std::array<asio::const_buffer, 2>> rest(bufs);
-    rest.consume(requestBytesWritten_);
-    auto [wec, wn] =
-        co_await conn_->visit([&](auto& s) { return asio::async_write(s, rest, kTuple); });
-    requestBytesWritten_ += wn;
-    if (wec) co_return fail(FailureKind::kReset, wec.message());
-  }
-  // An interim answer (100 Continue, 103 Early Hints) is followed by the
-  // final one on the same connection: read on to it. Left unread, that
-  // answer would reach whoever uses the connection next.
-  for (int interims = 0;;) {
-    // The head: what the buffer holds first (the final answer may have come
-    // with an interim one), then one read per arrival (on plain TCP an edge
-    // read, one recv; on TLS a read through the stream, which may hold
-    // decrypted bytes the socket no longer signals). Here, not in a
-    // coroutine of its own: one frame less per request.
-    std::optional<boost::system::error_code> head = headNow();
-    while (!head) {
-      std::size_t n = 0;
-      boost::system::error_code rec;
-      if (conn_->plain) {
-        auto [pec, pn] = co_await net::asyncEdgeRead(*conn_->plain, conn_->buffer,
-                                                     Connection::kReadBytes, kTuple);
-        n = pn;
-        rec = pec;
-      } else {
-        auto [tec, tn] = co_await conn_->tls->async_read_some(
-            conn_->buffer.prepare(Connection::kReadBytes), kTuple);
-        conn_->buffer.commit(tn);
-        n = tn;
-        rec = tec;
-      }
-      head = n > 0 ? headNow() : headAfterEmptyRead(rec);
-    }
+  // The rest waits for room: the head leaves the thread's buffer, which
+  // another request may use meanwhile.
+  if (requestBytesWritten_ < requestBytes_) pendingHead_ = scratch;
+  return true;
+}
+
+Task<bool> Exchange::finishRequest(const OutgoingRequest& req) {
+  std::array<asio::const_buffer, 2> bufs{asio::buffer(pendingHead_), asio::buffer(req.body)};
+  beast::buffers_suffix<std::array<asio::const_buffer, 2>> rest(bufs);
+  rest.consume(requestBytesWritten_);
+  auto [wec, wn] =
+      co_await conn_->visit([&](auto& s) { return asio::async_write(s, rest, kTuple); });
+  requestBytesWritten_ += wn;
+  pendingHead_ = std::string();
+  if (wec) co_return fail(FailureKind::kReset, wec.message());
+  co_return true;
+}
+
+Task<std::tuple<boost::system::error_code, std::size_t>> Exchange::readHeadBytes() {
+  // On plain TCP an edge read, one recv; on TLS a read through the stream,
+  // which may hold decrypted bytes the socket no longer signals (headAfter()
+  // commits them). Not a coroutine: the read's own awaitable.
+  if (conn_->plain)
+    return net::asyncEdgeRead(*conn_->plain, conn_->buffer, Connection::kReadBytes, kTuple);
+  return conn_->tls->async_read_some(conn_->buffer.prepare(Connection::kReadBytes), kTuple);
+}
+
+std::optional<bool> Exchange::headAfter(
+    const std::tuple<boost::system::error_code, std::size_t>& read) {
+  const auto& [ec, n] = read;
+  if (conn_->tls) conn_->buffer.commit(n);
+  return headFrom(n > 0 ? parseHead() : headAfterEmptyRead(ec));
+}
+
+// An interim answer (100 Continue, 103 Early Hints) is followed by the final
+// one on the same connection: read on to it. Left unread, that answer would
+// reach whoever uses the connection next.
+std::optional<bool> Exchange::headFrom(std::optional<boost::system::error_code> head) {
+  for (;;) {
+    if (!head) return std::nullopt;
     const boost::system::error_code ec = *head;
     if (ec) {
       if (ec == http::error::end_of_stream || ec == asio::error::eof ||
           ec == asio::error::connection_reset || ec == asio::error::operation_aborted ||
           ec == asio::error::bad_descriptor)
-        co_return fail(FailureKind::kReset, ec.message(), ec);
+        return fail(FailureKind::kReset, ec.message(), ec);
       if (ec == http::error::header_limit)
-        co_return fail(FailureKind::kProtocol,
-                       "the upstream's response head is larger than " +
-                           std::to_string(kMaxHeadBytes) + " bytes",
-                       ec);
-      co_return fail(FailureKind::kProtocol, ec.message(), ec);
+        return fail(FailureKind::kProtocol,
+                    "the upstream's response head is larger than " + std::to_string(kMaxHeadBytes) +
+                        " bytes",
+                    ec);
+      return fail(FailureKind::kProtocol, ec.message(), ec);
     }
     status_ = parser_->status();
     if (status_ / 100 != 1 || status_ == 101) break;
-    if (++interims > kMaxInterimAnswers)
-      co_return fail(FailureKind::kProtocol,
-                     "more than " + std::to_string(kMaxInterimAnswers) + " interim (1xx) answers");
+    if (++interims_ > kMaxInterimAnswers)
+      return fail(FailureKind::kProtocol,
+                  "more than " + std::to_string(kMaxInterimAnswers) + " interim (1xx) answers");
     headers_ = Headers{};
     newParser();
+    head = parseHead();  // the final answer may have come with the interim one
   }
   // From here on one put() takes every chunk the buffer holds (before the
   // head, it must stop there: no body sink is set yet).
   parser_->eager(true);
-  co_return true;
+  return true;
 }
 
 void Exchange::abort() {
@@ -228,7 +230,7 @@ Task<bool> Exchange::read(std::string& out) {
 // The bound is on the whole head, however it arrives: the parser takes
 // nothing of a head until it has ended, and a head that has not ended
 // within kMaxHeadBytes is header_limit, one byte over or a megabyte.
-std::optional<boost::system::error_code> Exchange::headNow() {
+std::optional<boost::system::error_code> Exchange::parseHead() {
   if (conn_->buffer.size() == 0) return std::nullopt;
   boost::system::error_code ec;
   const std::size_t used = parser_->put(net::bufferView(conn_->buffer), ec);

@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <tuple>
 
 #include <boost/system/error_code.hpp>
 
@@ -66,11 +67,31 @@ class Exchange final : public ResponseStream {
   Exchange(std::shared_ptr<ConnectionHome> home, std::unique_ptr<Connection> conn,
            const Deadlines& deadlines);
 
-  // Writes the request and reads the response head. False on failure
-  // (failure() says which).
-  // `now`: the caller's clock reading, just taken (the first-byte deadline
-  // runs from it).
-  Task<bool> exchangeHead(const OutgoingRequest& req, const Target& target, Clock::time_point now);
+  // The request written and the response head read, in steps that
+  // ClientPool::send() drives from its own coroutine (a coroutine of the
+  // exchange's own would cost a frame more per request):
+  //
+  //   if (!x.startRequest(req, target, now)) -> failed
+  //   if (!x.requestSent()) { Task<bool> w = x.finishRequest(req); if (!co_await w) -> failed }
+  //   std::optional<bool> head = x.headReady();
+  //   while (!head) { auto r = x.readHeadBytes(); head = x.headAfter(co_await r); }
+  //   *head: the final head is in (status(), headers()); false: failed
+  //
+  // Each step that returns false failed (failure() says how) and closed the
+  // connection. `req` must outlive finishRequest()'s task.
+
+  // Arms the first-byte deadline from `now` (a clock reading just taken)
+  // and, on plain TCP, sends what the socket takes at once.
+  bool startRequest(const OutgoingRequest& req, const Target& target, Clock::time_point now);
+  bool requestSent() const { return requestBytesWritten_ == requestBytes_; }
+  // The rest of the request (every TLS request, and what a full socket
+  // buffer did not take).
+  Task<bool> finishRequest(const OutgoingRequest& req);
+  // The final head from what has arrived: nullopt while more must come.
+  std::optional<bool> headReady() { return headFrom(parseHead()); }
+  // One read of head bytes (its result goes to headAfter()).
+  Task<std::tuple<boost::system::error_code, std::size_t>> readHeadBytes();
+  std::optional<bool> headAfter(const std::tuple<boost::system::error_code, std::size_t>& read);
 
   // True when not one byte of the request reached the socket: only then may
   // it be sent again without counting as an attempt (the upstream cannot
@@ -89,7 +110,8 @@ class Exchange final : public ResponseStream {
   std::optional<bool> readAllNow(std::string& out, std::uint64_t limit) override;
 
  private:
-  std::optional<boost::system::error_code> headNow();
+  std::optional<boost::system::error_code> parseHead();
+  std::optional<bool> headFrom(std::optional<boost::system::error_code> head);
   std::optional<boost::system::error_code> headAfterEmptyRead(const boost::system::error_code& rec);
   void newParser();
   boost::system::error_code parseBuffered(std::string& out, std::size_t& got);
@@ -109,7 +131,10 @@ class Exchange final : public ResponseStream {
   Failure failure_;
   bool done_ = false;
   bool aborted_ = false;  // abort() closed the connection (shutdown), not the caller leaving
+  std::size_t requestBytes_ = 0;  // head and body
   std::size_t requestBytesWritten_ = 0;
+  std::string pendingHead_;  // the request head while finishRequest() writes it
+  int interims_ = 0;         // 1xx answers so far
 };
 
 }  // namespace relay::upstream
