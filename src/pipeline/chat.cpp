@@ -321,7 +321,14 @@ net::Task<void> handleModelRequest(Worker& worker, net::Exchange& ex, ModelApi a
   }
 
   ForwardRequest forward{*clients, ex, plan, record, hopsOf(ex.head.headers), start};
-  Forwarded f = co_await forwardChat(worker, snap, forward);
+  Forwarded f;
+  {
+    // In this frame, not one of its own; gone (its strings, the rewritten
+    // body, the failed attempts) before the answer is relayed.
+    Forwarder forwarder(worker, snap, forward);
+    net::Task<Forwarded> run = forwarder.run();  // a named local: GCC 12 and co_await temporaries
+    f = co_await std::move(run);
+  }
   addOutcomeHeaders(base, f, record, snap);
   if (!f.response) {
     if (sink.clientGone()) co_return;

@@ -208,11 +208,11 @@ class Fixture {
     };
     boost::asio::io_context io;
     std::optional<Forwarded> out;
-    boost::asio::co_spawn(io, forwardChat(*worker_, snap, std::move(request)),
-                          [&](std::exception_ptr e, Forwarded f) {
-                            if (e) std::rethrow_exception(e);
-                            out = std::move(f);
-                          });
+    Forwarder forwarder(*worker_, snap, request);
+    boost::asio::co_spawn(io, forwarder.run(), [&](std::exception_ptr e, Forwarded f) {
+      if (e) std::rethrow_exception(e);
+      out = std::move(f);
+    });
     io.run();
     attempts = record.upstreamSide().attempts;
     return std::move(*out);
@@ -370,7 +370,7 @@ TEST(Forwarder, AClientErrorIsPassedOnWithoutRetry) {
   EXPECT_TRUE(f.sleeps.empty());
 }
 
-// An error body that did not come with its head is awaited (tryRoute's slow
+// An error body that did not come with its head is awaited (run()'s slow
 // path) and gives the caller the same answer as one that did.
 TEST(Forwarder, AnErrorBodyArrivingAfterItsHeadIsPassedOnTheSame) {
   const std::string body = R"({"error":{"message":"bad messages","type":"invalid_request_error"}})";
