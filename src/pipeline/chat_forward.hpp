@@ -84,7 +84,6 @@ class Forwarder {
   // for it — retries, failover and fallback models included.
   void barOutsideRegions(const upstream::ModelRoute& route);
 
-  bool exhausted() const { return exhausted(SteadyClock::now()); }
   bool exhausted(SteadyClock::time_point now) const;
 
   Forwarded fail(ErrorAnswer e);

@@ -206,9 +206,9 @@ class Fixture {
       sleeps.push_back(std::chrono::ceil<std::chrono::milliseconds>(when - SteadyClock::now()));
       co_return;
     };
+    Forwarder forwarder(*worker_, snap, request);  // outlives io and any frame it holds
     boost::asio::io_context io;
     std::optional<Forwarded> out;
-    Forwarder forwarder(*worker_, snap, request);
     boost::asio::co_spawn(io, forwarder.run(), [&](std::exception_ptr e, Forwarded f) {
       if (e) std::rethrow_exception(e);
       out = std::move(f);
