@@ -69,12 +69,6 @@ constexpr std::size_t kReadAheadFloor = 64 * 1024;
 // that our last response is not destroyed by a reset ("lingering close").
 constexpr std::chrono::milliseconds kLingerTimeout{2'000};
 
-enum class HeadOutcome {
-  kReady,   // a request head is parsed
-  kClosed,  // the connection ends without a request (EOF, idle, drain)
-  kRefused  // the head was bad and has been answered; close
-};
-
 template <class Stream>
 class H1Session final : public ResponseSink,
                         public BodySource,
@@ -121,21 +115,45 @@ class H1Session final : public ResponseSink,
   // ResponseSink ----------------------------------------------------------
 
   Task<bool> respond(ResponseHead head, std::string body) override {
-    if (gone_ || started_) co_return false;
+    const bool given = *respondNow(head, body);
+    if (unsentLength_ != 0) co_return co_await writeUnsent();
+    co_return given;
+  }
+
+  // The head is made in the thread's buffer and, nearly always, written at
+  // once with the body. What the socket does not take waits in unsentHead_
+  // and unsentBody_ for writeUnsent(): respond() calls it at once, serve()
+  // when the handler has returned.
+  std::optional<bool> respondNow(ResponseHead& head, std::string& body) override {
+    if (gone_ || started_) return false;
     started_ = true;
     finished_ = true;
-    // The head is made in the thread's buffer and, nearly always, written
-    // at once; what waits for room leaves it for a string of this frame.
     std::string& scratch = threadScratch<AnswerHeads>();
     serializeHead(head, body.size(), false, scratch);
     std::array<asio::const_buffer, 2> bufs{asio::buffer(scratch), asio::buffer(body)};
     if (isHead_) bufs[1] = asio::const_buffer();
     std::size_t written = 0;
     const WriteNow now = writeNow(bufs, written);
-    if (now != WriteNow::kPartial) co_return now == WriteNow::kDone;
-    std::string h = scratch;
-    bufs[0] = asio::buffer(h);
-    co_return co_await writeRest(bufs, written);
+    if (now != WriteNow::kPartial) return now == WriteNow::kDone;
+    const std::size_t length = bufs[0].size() + bufs[1].size();
+    if (written < scratch.size()) unsentHead_.assign(scratch, written);
+    if (!isHead_) unsentBody_ = std::move(body);
+    // Of the body, what the socket took is skipped when the rest is written.
+    unsentSkip_ = written > scratch.size() ? written - scratch.size() : 0;
+    unsentLength_ = length - written;
+    return true;
+  }
+
+  // The rest of an answer respondNow() began; false when the caller left.
+  Task<bool> writeUnsent() {
+    std::string head = std::move(unsentHead_);
+    std::string body = std::move(unsentBody_);
+    const std::size_t skip = unsentSkip_;
+    unsentHead_.clear();
+    unsentBody_.clear();
+    unsentLength_ = 0;
+    std::array<asio::const_buffer, 2> bufs{asio::buffer(head), asio::buffer(body)};
+    co_return co_await writeRest(bufs, skip);
   }
 
   Task<bool> start(ResponseHead head) override {
@@ -288,14 +306,69 @@ class H1Session final : public ResponseSink,
 
   // The request loop ------------------------------------------------------
 
+  // serve() is the one coroutine of a request's way through the session:
+  // the head is read by the steps below (headStep(), then a park until the
+  // reader brings more), and the exchange runs in the same frame. Only what
+  // is rare — refusing a head, a handler that left its answer undone — has
+  // a coroutine of its own. (A coroutine per step cost a frame, its ramp,
+  // body and destroyer, and their instruction-cache lines, on every request:
+  // docs/benchmarks.md.)
   Task<void> serve() {
     auto self = this->shared_from_this();
     bool first = true;
     while (!closed_) {
-      HeadOutcome head = co_await readHead(first);
+      // The next head. Before its first byte the connection may idle
+      // (idle_timeout_ms; header_timeout_ms from accept for the first
+      // request); from its first byte the whole head must arrive within
+      // header_timeout_ms.
+      beginHead();
+      HeadWait wait;
+      if (inbox_.size() > 0 && first) wait.start = acceptedAt_;
+      HeadStep step = headStep(first, wait);
+      while (step == HeadStep::kWait) {
+        bool arrived = false;
+        if (armInputWait(wait.deadline, wait.now)) arrived = co_await input_.park();
+        step = arrived ? headStep(first, wait) : HeadStep::kTimedOut;
+      }
+      if (step != HeadStep::kReady) {
+        if (step != HeadStep::kClosed) co_await refuseHead(step, wait, first);
+        break;
+      }
       first = false;
-      if (head != HeadOutcome::kReady) break;
-      co_await runExchange();
+
+      // The exchange.
+      Exchange ex;
+      buildHead(ex.head);
+      keepAlive_ = parser_->keepAlive() && !draining_;
+      isHead_ = parser_->isHead;
+      expectsContinue_ = equalsIgnoreCase(parser_->expect, "100-continue");
+      bodyRead_ = false;
+      bodyComplete_ = parser_->done();  // no body at all
+      ex.bodySource = bodyComplete_ ? nullptr : this;
+      ex.response = this;
+      started_ = finished_ = chunked_ = false;
+      exchangeActive_ = true;
+      std::optional<OpenExchange> open(std::in_place, registration_.registry());
+      handlerRunning_ = true;
+      try {
+        co_await handler_(ex);
+      } catch (const std::exception&) {
+        // Cancellation after the client left, or a bug: answered below.
+      }
+      handlerRunning_ = false;
+      // A handler cancelled because the client left leaves this coroutine's
+      // cancellation state set, and Asio then throws from every later
+      // co_await: serve() would die here and never close the connection (nor
+      // free the session, which the watchdog keeps alive). The cancellation
+      // was for the handler only.
+      co_await asio::this_coro::reset_cancellation_state();
+      if (unsentLength_ != 0) co_await writeUnsent();
+      if (!responseComplete()) co_await completeResponse(ex);
+      open.reset();  // the response is out (or the connection is gone)
+      exchangeActive_ = false;
+      // An unread (or half-read) body stands between us and the next request.
+      if (!bodyComplete_) keepAlive_ = false;
+      parser_.reset();
       if (!keepAlive_ || gone_ || peerGone_ || draining_) break;
     }
     serveDone_ = true;
@@ -306,52 +379,78 @@ class H1Session final : public ResponseSink,
     }
   }
 
-  // Reads the next request head. Before its first byte the connection may
-  // idle (idle_timeout_ms; header_timeout_ms from accept for the first
-  // request); from its first byte the whole head must arrive within
-  // header_timeout_ms.
-  Task<HeadOutcome> readHead(bool first) {
+  // What the bytes so far make of the next head.
+  enum class HeadStep {
+    kReady,       // a head is parsed and its framing is acceptable
+    kWait,        // more must arrive: park until HeadWait::deadline
+    kClosed,      // the connection ends without a request (EOF, drain)
+    kTimedOut,    // HeadWait::deadline passed first
+    kBadFraming,  // parsed, but framing the session refuses (headFramingOk())
+    kBad,         // the parser refused it (HeadWait::ec)
+  };
+  struct HeadWait {
+    std::optional<SteadyClock::time_point> start;  // the head's first byte
+    SteadyClock::time_point now;                   // this step's clock reading
+    SteadyClock::time_point deadline;              // of the wait, when kWait
+    boost::system::error_code ec;                  // the parser's, when kBad
+  };
+
+  void beginHead() {
     parser_.emplace();
     parser_->headerLimit(config_->maxHeaderBytes);
     parser_->bodyLimit(config_->maxRequestBytes);
     parser_->eager(false);
-    std::optional<SteadyClock::time_point> headStart;
-    if (inbox_.size() > 0 && first) headStart = acceptedAt_;
-    // The cap is on the whole head, however it arrives: the parser takes
-    // nothing of a head until it has ended (the inbox can hold a whole head:
-    // readAhead_ is above the cap), and a head that has not ended within
-    // max_header_bytes is header_limit.
-    for (;;) {
-      // One clock reading per pass (none runs between here and the wait):
-      // when the head starts, when it is whole, and the deadline of the wait.
-      // With no bytes yet (a keep-alive connection between requests) it only
-      // sets an idle or header deadline of seconds: the coarse clock does.
-      const SteadyClock::time_point now =
-          inbox_.size() > 0 ? SteadyClock::now() : coarseSteadyNow();
-      if (inbox_.size() > 0) {
-        if (!headStart) headStart = now;
-        boost::system::error_code ec;
-        const std::size_t used = parser_->put(bufferView(inbox_), ec);
-        inbox_.consume(used);
-        wakeReader();
-        if (parser_->headerDone() && !ec) {
-          headDoneAt_ = now;
-          co_return co_await checkHead() ? HeadOutcome::kReady : HeadOutcome::kRefused;
-        }
-        if (ec && ec != http::error::need_more) {
-          co_await refuseHead(ec);
-          co_return HeadOutcome::kRefused;
-        }
+  }
+
+  // One pass over what the inbox holds. The cap is on the whole head,
+  // however it arrives: the parser takes nothing of a head until it has
+  // ended (the inbox can hold a whole head: readAhead_ is above the cap),
+  // and a head that has not ended within max_header_bytes is header_limit.
+  HeadStep headStep(bool first, HeadWait& w) {
+    // One clock reading per pass (none runs between here and the wait):
+    // when the head starts, when it is whole, and the deadline of the wait.
+    // With no bytes yet (a keep-alive connection between requests) it only
+    // sets an idle or header deadline of seconds: the coarse clock does.
+    w.now = inbox_.size() > 0 ? SteadyClock::now() : coarseSteadyNow();
+    if (inbox_.size() > 0) {
+      if (!w.start) w.start = w.now;
+      w.ec = {};
+      const std::size_t used = parser_->put(bufferView(inbox_), w.ec);
+      inbox_.consume(used);
+      wakeReader();
+      if (parser_->headerDone() && !w.ec) {
+        headDoneAt_ = w.now;
+        return headFramingOk() ? HeadStep::kReady : HeadStep::kBadFraming;
       }
-      if (peerGone_ || gone_ || closed_) co_return HeadOutcome::kClosed;
-      if (draining_ && !headStart) co_return HeadOutcome::kClosed;
-      SteadyClock::time_point deadline = headStart ? *headStart + config_->headerTimeout
-                                         : first   ? acceptedAt_ + config_->headerTimeout
-                                                   : now + config_->idleTimeout;
-      if (!co_await waitInput(deadline, now)) {
-        if (!headStart) {
+      if (w.ec && w.ec != http::error::need_more) return HeadStep::kBad;
+    }
+    if (peerGone_ || gone_ || closed_) return HeadStep::kClosed;
+    if (draining_ && !w.start) return HeadStep::kClosed;
+    w.deadline = w.start ? *w.start + config_->headerTimeout
+                 : first ? acceptedAt_ + config_->headerTimeout
+                         : w.now + config_->idleTimeout;
+    return HeadStep::kWait;
+  }
+
+  // Framing rules the parser leaves to the session. A Transfer-Encoding
+  // whose last coding is not chunked leaves the body's length unknowable
+  // (RFC 9112 §6.1 says 400 and close): whoever else reads this connection
+  // could see a different request boundary. Transfer-Encoding in an
+  // HTTP/1.0 request is faulty framing (RFC 9112 §6.1): a proxy in front
+  // that ignores it sees other request boundaries.
+  bool badTransferEncoding() const {
+    return parser_->transferEncoding && (!parser_->chunked() || parser_->version() < 11);
+  }
+  bool headFramingOk() const { return !badTransferEncoding() && !parser_->tooManyConnectionTokens; }
+
+  // A head that will not be served (any step but kReady, kWait and
+  // kClosed): answered where there is someone to answer, or counted.
+  Task<void> refuseHead(HeadStep step, const HeadWait& w, bool first) {
+    switch (step) {
+      case HeadStep::kTimedOut:
+        if (!w.start) {
           countLimit(first ? Limit::kHeaderTimeout : Limit::kIdleTimeout);
-          co_return HeadOutcome::kClosed;  // nothing was asked: nothing to answer
+          co_return;  // nothing was asked: nothing to answer
         }
         countLimit(Limit::kHeaderTimeout);
         co_await answerAndClose(408,
@@ -359,34 +458,24 @@ class H1Session final : public ResponseSink,
                                     std::to_string(config_->headerTimeout.count()) +
                                     " ms (server.header_timeout_ms)",
                                 "request_timeout");
-        co_return HeadOutcome::kRefused;
-      }
+        co_return;
+      case HeadStep::kBadFraming:
+        if (badTransferEncoding()) {
+          co_await refuseHead(http::error::bad_transfer_encoding);
+        } else {
+          co_await answerAndClose(400,
+                                  "the Connection field names more than " +
+                                      std::to_string(H1RequestParser::kMaxConnectionTokens) +
+                                      " fields",
+                                  "bad_request");
+        }
+        co_return;
+      case HeadStep::kBad:
+        co_await refuseHead(w.ec);
+        co_return;
+      default:
+        co_return;
     }
-  }
-
-  // Framing rules the parser leaves to the session. A Transfer-Encoding whose last coding
-  // is not chunked leaves the body's length unknowable (RFC 9112 §6.1 says
-  // 400 and close): whoever else reads this connection could see a
-  // different request boundary.
-  Task<bool> checkHead() {
-    if (parser_->transferEncoding && !parser_->chunked()) {
-      co_await refuseHead(http::error::bad_transfer_encoding);
-      co_return false;
-    }
-    // Transfer-Encoding in an HTTP/1.0 request is faulty framing (RFC 9112
-    // §6.1): a proxy in front that ignores it sees other request boundaries.
-    if (parser_->transferEncoding && parser_->version() < 11) {
-      co_await refuseHead(http::error::bad_transfer_encoding);
-      co_return false;
-    }
-    if (parser_->tooManyConnectionTokens) {
-      co_await answerAndClose(400,
-                              "the Connection field names more than " +
-                                  std::to_string(H1RequestParser::kMaxConnectionTokens) + " fields",
-                              "bad_request");
-      co_return false;
-    }
-    co_return true;
   }
 
   Task<void> refuseHead(boost::system::error_code ec) {
@@ -416,40 +505,6 @@ class H1Session final : public ResponseSink,
     ResponseHead head = sessionErrorHead(status, given);
     std::string body = sessionErrorBody(message, code);
     co_await respond(std::move(head), std::move(body));
-  }
-
-  Task<void> runExchange() {
-    Exchange ex;
-    buildHead(ex.head);
-    keepAlive_ = parser_->keepAlive() && !draining_;
-    isHead_ = parser_->isHead;
-    expectsContinue_ = equalsIgnoreCase(parser_->expect, "100-continue");
-    bodyRead_ = false;
-    bodyComplete_ = parser_->done();  // no body at all
-    ex.bodySource = bodyComplete_ ? nullptr : this;
-    ex.response = this;
-    started_ = finished_ = chunked_ = false;
-    exchangeActive_ = true;
-    std::optional<OpenExchange> open(std::in_place, registration_.registry());
-    handlerRunning_ = true;
-    try {
-      co_await handler_(ex);
-    } catch (const std::exception&) {
-      // Cancellation after the client left, or a bug: answered below.
-    }
-    handlerRunning_ = false;
-    // A handler cancelled because the client left leaves this coroutine's
-    // cancellation state set, and Asio then throws from every later co_await:
-    // serve() would die here and never close the connection (nor free the
-    // session, which the watchdog keeps alive). The cancellation was for the
-    // handler only.
-    co_await asio::this_coro::reset_cancellation_state();
-    if (!responseComplete()) co_await completeResponse(ex);
-    open.reset();  // the response is out (or the connection is gone)
-    exchangeActive_ = false;
-    // An unread (or half-read) body stands between us and the next request.
-    if (!bodyComplete_) keepAlive_ = false;
-    parser_.reset();
   }
 
   void buildHead(RequestHead& head) {
@@ -624,27 +679,30 @@ class H1Session final : public ResponseSink,
   // One read. On plaintext an edge read (relay/net/edge_read.hpp): after a
   // read that drained the socket the next one waits for readiness without
   // trying first, and it costs neither a re-arm of the descriptor nor an
-  // EAGAIN — one recv per arrival.
-  Task<std::tuple<boost::system::error_code, std::size_t>> readSome() {
+  // EAGAIN — one recv per arrival. Not a coroutine on plaintext: the reader
+  // awaits Asio's own operation, with no frame of ours around it.
+  auto readSome() {
     if constexpr (std::is_same_v<Stream, tcp::socket>) {
       // Nothing buffered: the wait holds no read buffer (a connection whose
       // response streams for minutes keeps a few hundred bytes, not 16 KiB);
       // the read prepares one when bytes are there.
       if (inbox_.size() == 0) inbox_.shrink_to_fit();
-      auto read = co_await asyncEdgeRead(stream_, inbox_, kReadChunk, kTuple);
-      co_return read;
+      return asyncEdgeRead(stream_, inbox_, kReadChunk, kTuple);
     } else {
-      // Into a buffer of our own: while this read is pending, the parser may
-      // consume inbox_, which would move the region a read into
-      // inbox_.prepare() was given.
-      auto [ec, n] = co_await stream_.async_read_some(asio::buffer(tlsScratch_), kTuple);
-      if (!ec) {
-        auto dest = inbox_.prepare(n);
-        std::memcpy(dest.data(), tlsScratch_.data(), n);
-        inbox_.commit(n);
-      }
-      co_return std::tuple{ec, n};
+      return readSomeTls();
     }
+  }
+  // Into a buffer of our own: while this read is pending, the parser may
+  // consume inbox_, which would move the region a read into inbox_.prepare()
+  // was given.
+  Task<std::tuple<boost::system::error_code, std::size_t>> readSomeTls() {
+    auto [ec, n] = co_await stream_.async_read_some(asio::buffer(tlsScratch_), kTuple);
+    if (!ec) {
+      auto dest = inbox_.prepare(n);
+      std::memcpy(dest.data(), tlsScratch_.data(), n);
+      inbox_.commit(n);
+    }
+    co_return std::tuple{ec, n};
   }
 
   // Waits until the reader brings something (bytes, EOF) or `deadline`
@@ -655,16 +713,19 @@ class H1Session final : public ResponseSink,
   // the wait at the deadline. Its timer moves only for a deadline earlier
   // than its next wake-up (the first head, a head or body that arrives in
   // pieces): between keep-alive requests the idle deadline is later, and a
-  // wait costs no timer operation.
-  // `now`: the caller's clock reading, when it has one.
+  // wait costs no timer operation. (serve() does the same in place, with
+  // armInputWait() and the park, for the head.)
   Task<bool> waitInput(SteadyClock::time_point deadline) {
-    return waitInput(deadline, SteadyClock::now());
+    if (!armInputWait(deadline, SteadyClock::now())) co_return false;
+    co_return co_await input_.park();
   }
-  Task<bool> waitInput(SteadyClock::time_point deadline, SteadyClock::time_point now) {
-    if (now >= deadline) co_return false;
+  // Before `co_await input_.park()`: false when `deadline` has passed (no
+  // wait), else the watchdog is set to end the wait at it.
+  bool armInputWait(SteadyClock::time_point deadline, SteadyClock::time_point now) {
+    if (now >= deadline) return false;
     inputDeadline_ = deadline;
     if (deadline < watchdogTimer_.expiry()) watchdogTimer_.expires_at(deadline);
-    co_return co_await input_.park();
+    return true;
   }
 
   // From the reader (new bytes, EOF) and the watchdog: both are coroutines
@@ -780,6 +841,12 @@ class H1Session final : public ResponseSink,
   bool finished_ = false;
   bool chunked_ = false;
   std::string heldHead_;  // a streamed head waiting for the first body bytes
+  // What respondNow() could not write at once (writeUnsent()): the head's
+  // rest, the body, how much of the body was written, and the bytes left.
+  std::string unsentHead_;
+  std::string unsentBody_;
+  std::size_t unsentSkip_ = 0;
+  std::size_t unsentLength_ = 0;
 };
 
 }  // namespace

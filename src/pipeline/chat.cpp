@@ -355,7 +355,7 @@ net::Task<void> handleModelRequest(Worker& worker, net::Exchange& ex, ModelApi a
       std::optional<ApiError> err = settleJson(f, *ready, body, base, record, info, head);
       if (err) {
         co_await respondError(sink, std::move(base), std::move(*err));
-      } else {
+      } else if (!sink.respondNow(head, body).has_value()) {
         co_await sink.respond(std::move(head), std::move(body));
       }
     } else {

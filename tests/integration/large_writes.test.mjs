@@ -7,10 +7,12 @@
 
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
+import net from 'node:net';
 import { after, describe, test } from 'node:test';
 
 import { startCaptureUpstream } from '../lib/capture_upstream.mjs';
 import { KEYS, useTopology } from '../lib/fixtures.mjs';
+import { metricSum, scrapeMetrics } from '../lib/metrics.mjs';
 
 const capture = await startCaptureUpstream();
 after(() => capture.close());
@@ -83,5 +85,72 @@ describe('writes larger than a socket takes at once', () => {
     });
     assert.equal(next.status, 200);
     assert.equal(JSON.parse(await next.text()).object, 'chat.completion');
+  });
+  // The answers that come whole with their upstream's head are written by the
+  // handler without a wait (ResponseSink::respondNow); what the socket does
+  // not take is written by the session once the handler has returned, before
+  // the next request is read. A caller that pipelines requests and does not
+  // read fills its socket: the gateway must stop there, and then deliver
+  // every answer whole and in order.
+  test('pipelined answers to a caller that does not read stop at a full socket, then all arrive in order', async () => {
+    const N = 12_000;
+    const body = JSON.stringify({ model: 'kimi-k2', messages: [{ role: 'user', content: 'one of many' }] });
+    let requests = '';
+    for (let i = 0; i < N; i++) {
+      requests +=
+        `POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\nauthorization: Bearer ${KEYS.full}\r\n` +
+        `content-type: application/json\r\nx-request-id: pipelined-${i}\r\n` +
+        `content-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`;
+    }
+    const served = async () => metricSum(await scrapeMetrics(env.relay), 'kimi_relay_requests_total');
+    const before = await served();
+    const { hostname, port } = new URL(env.relay.url);
+    const socket = net.connect(Number(port), hostname);
+    const chunks = [];
+    socket.on('data', (d) => chunks.push(d));
+    socket.pause(); // not reading: the caller's socket fills
+    await new Promise((resolve, reject) => socket.once('connect', resolve).once('error', reject));
+    socket.write(requests);
+    try {
+      // Served answers stop growing short of N: the gateway waits for room.
+      let last = -1;
+      let now = await served();
+      for (let polls = 0; now !== last && polls < 600; polls++) {
+        await new Promise((resolve) => setTimeout(resolve, 100));
+        last = now;
+        now = await served();
+      }
+      assert.ok(now - before < N, `all ${N} answers went out while the caller read nothing`);
+      assert.ok(now - before > 0, 'no answer was written at all');
+
+      socket.resume();
+      const text = await new Promise((resolve, reject) => {
+        const timer = setTimeout(() => reject(new Error('the answers did not all arrive')), 60_000);
+        const check = () => {
+          const all = Buffer.concat(chunks).toString('latin1');
+          if ((all.match(/\r\nx-request-id: pipelined-/g) ?? []).length >= N && all.endsWith('}')) {
+            clearTimeout(timer);
+            resolve(all);
+          }
+        };
+        socket.on('data', check);
+        check();
+      });
+      let at = 0;
+      for (let i = 0; i < N; i++) {
+        const end = text.indexOf('\r\n\r\n', at);
+        assert.ok(end > at, `answer ${i}: no head`);
+        const head = text.slice(at, end);
+        assert.match(head, /^HTTP\/1\.1 200 /, `answer ${i}: ${head.slice(0, 80)}`);
+        assert.match(head, new RegExp(`\\r\\nx-request-id: pipelined-${i}\\r\\n`), `answer ${i} out of order`);
+        const length = Number(/\r\ncontent-length: (\d+)/i.exec(head)[1]);
+        const json = JSON.parse(text.slice(end + 4, end + 4 + length));
+        assert.equal(json.object, 'chat.completion', `answer ${i}`);
+        at = end + 4 + length;
+      }
+      assert.equal(at, text.length, 'bytes after the last answer');
+    } finally {
+      socket.destroy();
+    }
   });
 });

@@ -65,6 +65,14 @@ class ResponseSink {
 
   // Status, headers and the whole body, with its length.
   virtual Task<bool> respond(ResponseHead head, std::string body) = 0;
+  // respond() without suspending, where the sink can: the answer is given
+  // (true; false: the caller is gone or an answer was already started) and
+  // `body` may have been moved from. nullopt: nothing was done, co_await
+  // respond(). An HTTP/1.1 session writes what the socket takes at once and
+  // keeps the rest to write itself when the handler has returned.
+  virtual std::optional<bool> respondNow(ResponseHead& /*head*/, std::string& /*body*/) {
+    return std::nullopt;
+  }
 
   // Status and headers of a streamed body (chunked on HTTP/1.1, DATA frames on HTTP/2).
   virtual Task<bool> start(ResponseHead head) = 0;
