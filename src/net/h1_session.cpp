@@ -133,7 +133,7 @@ class H1Session final : public ResponseSink,
     std::array<asio::const_buffer, 2> bufs{asio::buffer(scratch), asio::buffer(body)};
     if (isHead_) bufs[1] = asio::const_buffer();
     std::size_t written = 0;
-    const WriteNow now = writeNow(bufs, written);
+    const WriteNow now = sendAtOnce(bufs, written);
     if (now != WriteNow::kPartial) return now == WriteNow::kDone;
     const std::size_t length = bufs[0].size() + bufs[1].size();
     if (written < scratch.size()) unsentHead_.assign(scratch, written);
@@ -170,6 +170,32 @@ class H1Session final : public ResponseSink,
     co_return co_await writeAll(bufs);
   }
 
+  // A chunk the socket takes at once (nearly every SSE write to a caller
+  // that keeps up) is written without a coroutine. What it does not take is
+  // kept (unsentHead_: at most one chunk, the bytes of one upstream read and
+  // their framing) and goes out before anything else is written: write()
+  // waits for it, and so do the writes that end the body and serve(), once
+  // the handler has returned. The caller reads on meanwhile, but no further
+  // than the next chunk: a second writeNow() with one kept is left to
+  // write(), which waits for the socket.
+  std::optional<bool> writeNow(std::string_view bytes) override {
+    if constexpr (!std::is_same_v<Stream, tcp::socket>) {
+      return std::nullopt;  // TLS: write() (its writes are never known complete at once)
+    } else {
+      if (gone_ || !started_ || finished_) return false;
+      if (bytes.empty() || !chunked_) return true;
+      if (unsentLength_ != 0) return std::nullopt;
+      ChunkWrite c;
+      frameChunk(c, bytes, false);
+      const std::span<const asio::const_buffer> used(c.bufs.data(), c.n);
+      std::size_t written = 0;
+      const WriteNow now = sendAtOnce(used, written);
+      if (now != WriteNow::kPartial) return now == WriteNow::kDone;
+      keepUnsent(used, written);
+      return true;
+    }
+  }
+
   Task<bool> write(std::string_view bytes) override {
     if (gone_ || !started_ || finished_) co_return false;
     if (bytes.empty() || !chunked_) co_return true;
@@ -190,29 +216,55 @@ class H1Session final : public ResponseSink,
     co_return co_await writeChunks(last, true);
   }
 
-  // One write: the held head (if any), `bytes` as a chunk (if any), and the
-  // last chunk when `end`.
-  Task<bool> writeChunks(std::string_view bytes, bool end) {
+  // One write's pieces: the held head (if any), `bytes` as a chunk (if
+  // any), and the last chunk when `end`.
+  struct ChunkWrite {
     char size[24];
     std::array<asio::const_buffer, 5> bufs{};
     std::size_t n = 0;
-    std::string head = std::move(heldHead_);
+    std::string head;
+  };
+  void frameChunk(ChunkWrite& c, std::string_view bytes, bool end) {
+    c.head = std::move(heldHead_);
     heldHead_.clear();
-    if (!head.empty()) bufs[n++] = asio::buffer(head);
+    if (!c.head.empty()) c.bufs[c.n++] = asio::buffer(c.head);
     if (!bytes.empty()) {
-      char* line = std::to_chars(size, size + sizeof size - 2, bytes.size(), 16).ptr;
+      char* line = std::to_chars(c.size, c.size + sizeof c.size - 2, bytes.size(), 16).ptr;
       *line++ = '\r';
       *line++ = '\n';
-      bufs[n++] = asio::buffer(size, static_cast<std::size_t>(line - size));
-      bufs[n++] = asio::buffer(bytes.data(), bytes.size());
-      bufs[n++] = asio::buffer("\r\n", 2);
+      c.bufs[c.n++] = asio::buffer(c.size, static_cast<std::size_t>(line - c.size));
+      c.bufs[c.n++] = asio::buffer(bytes.data(), bytes.size());
+      c.bufs[c.n++] = asio::buffer("\r\n", 2);
     }
-    if (end) bufs[n++] = asio::buffer("0\r\n\r\n", 5);
-    const std::span<const asio::const_buffer> used(bufs.data(), n);
+    if (end) c.bufs[c.n++] = asio::buffer("0\r\n\r\n", 5);
+  }
+
+  // One write, after what writeNow() kept.
+  Task<bool> writeChunks(std::string_view bytes, bool end) {
+    if (unsentLength_ != 0) {
+      if (!co_await writeUnsent()) co_return false;
+    }
+    ChunkWrite c;
+    frameChunk(c, bytes, end);
+    const std::span<const asio::const_buffer> used(c.bufs.data(), c.n);
     std::size_t written = 0;
-    const WriteNow now = writeNow(used, written);
+    const WriteNow now = sendAtOnce(used, written);
     if (now != WriteNow::kPartial) co_return now == WriteNow::kDone;
     co_return co_await writeRest(used, written);
+  }
+
+  // The bytes of `buffers` after the first `written`, kept for writeUnsent().
+  template <class Buffers>
+  void keepUnsent(const Buffers& buffers, std::size_t written) {
+    unsentHead_.clear();
+    for (const asio::const_buffer& b : buffers) {
+      const std::size_t skip = std::min(written, b.size());
+      written -= skip;
+      unsentHead_.append(static_cast<const char*>(b.data()) + skip, b.size() - skip);
+    }
+    unsentBody_.clear();
+    unsentSkip_ = 0;
+    unsentLength_ = unsentHead_.size();
   }
 
   void abort() override {
@@ -597,7 +649,7 @@ class H1Session final : public ResponseSink,
   // goes on without a round through the scheduler. `written`: the bytes
   // that went.
   template <class Buffers>
-  WriteNow writeNow(const Buffers& buffers, std::size_t& written) {
+  WriteNow sendAtOnce(const Buffers& buffers, std::size_t& written) {
     written = 0;
     if (closed_) {
       gone_ = true;
@@ -636,13 +688,13 @@ class H1Session final : public ResponseSink,
     co_return true;
   }
 
-  // writeNow, then writeRest if needed. The callers on the path of every
+  // sendAtOnce, then writeRest if needed. The callers on the path of every
   // answer (respond, writeChunks) spell this out, so that an answer the
   // socket takes at once costs no coroutine frame for the write.
   template <class Buffers>
   Task<bool> writeAll(const Buffers& buffers) {
     std::size_t written = 0;
-    const WriteNow now = writeNow(buffers, written);
+    const WriteNow now = sendAtOnce(buffers, written);
     if (now != WriteNow::kPartial) co_return now == WriteNow::kDone;
     co_return co_await writeRest(buffers, written);
   }
@@ -841,8 +893,9 @@ class H1Session final : public ResponseSink,
   bool finished_ = false;
   bool chunked_ = false;
   std::string heldHead_;  // a streamed head waiting for the first body bytes
-  // What respondNow() could not write at once (writeUnsent()): the head's
-  // rest, the body, how much of the body was written, and the bytes left.
+  // What respondNow() or writeNow() could not write at once (writeUnsent()):
+  // the head's rest (or a chunk's), the body, how much of the body was
+  // written, and the bytes left.
   std::string unsentHead_;
   std::string unsentBody_;
   std::size_t unsentSkip_ = 0;

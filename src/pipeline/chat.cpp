@@ -169,7 +169,12 @@ net::Task<void> deliverStream(Worker& worker, net::ResponseSink& sink, Forwarded
       break;
     }
     const auto w0 = SteadyClock::now();
-    bool written = co_await sink.write(out);
+    bool written = false;
+    if (std::optional<bool> now = sink.writeNow(out)) {
+      written = *now;
+    } else {
+      written = co_await sink.write(out);
+    }
     r0 = SteadyClock::now();
     record.addWait(r0 - w0);  // the caller's pace, not ours
     if (!written) co_return;  // caller gone: the upstream request is dropped with `f`

@@ -153,4 +153,67 @@ describe('writes larger than a socket takes at once', () => {
       socket.destroy();
     }
   });
+  // Stream chunks the caller's socket takes at once are written without a
+  // wait (ResponseSink::writeNow); one it does not take whole is kept and
+  // goes out before anything after it. A caller that reads nothing for a
+  // while fills its socket mid-stream: every event must still arrive, whole
+  // and in order, and the stream end after them.
+  test('a streamed answer of several MB to a caller that pauses reading arrives whole and in order', async () => {
+    const PAD = 1_000_000; // one event near max_event_bytes, then many small ones
+    const CHUNKS = 20_000;
+    const body = JSON.stringify({ model: 'kimi-k2', stream: true, messages: [{ role: 'user', content: 'a long stream' }] });
+    const { hostname, port } = new URL(env.relay.url);
+    const socket = net.connect(Number(port), hostname);
+    const chunks = [];
+    socket.on('data', (d) => chunks.push(d));
+    const ended = new Promise((resolve) => socket.on('close', resolve));
+    socket.pause(); // not reading: the caller's socket fills
+    await new Promise((resolve, reject) => socket.once('connect', resolve).once('error', reject));
+    socket.write(
+      `POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\nauthorization: Bearer ${KEYS.full}\r\n` +
+        `content-type: application/json\r\nconnection: close\r\nx-mock-chunks: ${CHUNKS}\r\n` +
+        `x-mock-fault: event_bytes=${PAD}\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
+    );
+    try {
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      socket.resume();
+      let timer;
+      const late = new Promise((_, reject) => {
+        timer = setTimeout(() => reject(new Error('the stream did not end')), 60_000);
+      });
+      await Promise.race([ended, late]).finally(() => clearTimeout(timer));
+    } finally {
+      socket.destroy();
+    }
+    const raw = Buffer.concat(chunks);
+    const headEnd = raw.indexOf('\r\n\r\n');
+    const head = raw.subarray(0, headEnd).toString('latin1');
+    assert.match(head, /^HTTP\/1\.1 200 /, head);
+    assert.match(head, /\r\ntransfer-encoding: chunked\r\n/i);
+    // The chunked framing, undone.
+    const parts = [];
+    let at = headEnd + 4;
+    for (;;) {
+      const eol = raw.indexOf('\r\n', at);
+      assert.ok(eol > at, `no chunk size line at byte ${at}`);
+      const size = parseInt(raw.subarray(at, eol).toString('latin1'), 16);
+      assert.ok(Number.isInteger(size), `a bad chunk size line at byte ${at}`);
+      if (size === 0) {
+        assert.equal(raw.subarray(eol, eol + 4).toString('latin1'), '\r\n\r\n', 'the last chunk is not the end');
+        assert.equal(eol + 4, raw.length, 'bytes after the last chunk');
+        break;
+      }
+      parts.push(raw.subarray(eol + 2, eol + 2 + size));
+      assert.equal(raw.subarray(eol + 2 + size, eol + 4 + size).toString('latin1'), '\r\n', 'a chunk without its CRLF');
+      at = eol + 4 + size;
+    }
+    const events = Buffer.concat(parts).toString('latin1').split('\n\n');
+    assert.equal(events.pop(), '', 'the stream ends with a whole event');
+    assert.equal(events.shift(), `data: {"pad":"${'x'.repeat(PAD - 24)}"}`, 'the large event, whole');
+    assert.equal(events.at(-1), 'data: [DONE]');
+    const deltas = events.slice(0, -1).map((e) => JSON.parse(e.slice('data: '.length)));
+    const content = deltas.filter((d) => d.choices?.[0]?.delta?.content !== undefined);
+    assert.equal(content.length, CHUNKS, 'every content chunk arrived');
+    assert.equal(deltas.at(-1).choices?.[0]?.finish_reason ?? deltas.at(-2).choices?.[0]?.finish_reason, 'stop');
+  });
 });

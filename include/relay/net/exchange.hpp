@@ -81,6 +81,11 @@ class ResponseSink {
   // has taken them or the session's pending output is under its high-water mark:
   // this is the backpressure that pauses the upstream read of a slow client.
   virtual Task<bool> write(std::string_view bytes) = 0;
+  // write() without suspending, where the sink can: true/false as write()
+  // would answer; nullopt: nothing was done, co_await write(bytes). An
+  // HTTP/1.1 session writes what the socket takes and keeps the rest (one
+  // write's worth), which goes out before anything after it.
+  virtual std::optional<bool> writeNow(std::string_view /*bytes*/) { return std::nullopt; }
 
   // Ends the body.
   virtual Task<bool> finish() = 0;
