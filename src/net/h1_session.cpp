@@ -116,6 +116,7 @@ class H1Session final : public ResponseSink,
 
   Task<bool> respond(ResponseHead head, std::string body) override {
     const bool given = *respondNow(head, body);
+    if (!given) co_return false;
     if (unsentLength_ != 0) co_return co_await writeUnsent();
     co_return given;
   }
@@ -136,12 +137,23 @@ class H1Session final : public ResponseSink,
     const WriteNow now = sendAtOnce(bufs, written);
     if (now != WriteNow::kPartial) return now == WriteNow::kDone;
     const std::size_t length = bufs[0].size() + bufs[1].size();
-    if (written < scratch.size()) unsentHead_.assign(scratch, written);
+    if (written < scratch.size()) {
+      unsentHead_.assign(scratch, written);
+    } else {
+      unsentHead_.clear();
+    }
     if (!isHead_) unsentBody_ = std::move(body);
     // Of the body, what the socket took is skipped when the rest is written.
     unsentSkip_ = written > scratch.size() ? written - scratch.size() : 0;
     unsentLength_ = length - written;
     return true;
+  }
+
+  void dropUnsent() {
+    unsentHead_ = std::string();
+    unsentBody_ = std::string();
+    unsentSkip_ = 0;
+    unsentLength_ = 0;
   }
 
   // The rest of an answer respondNow() began; false when the caller left.
@@ -171,13 +183,12 @@ class H1Session final : public ResponseSink,
   }
 
   // A chunk the socket takes at once (nearly every SSE write to a caller
-  // that keeps up) is written without a coroutine. What it does not take is
-  // kept (unsentHead_: at most one chunk, the bytes of one upstream read and
-  // their framing) and goes out before anything else is written: write()
-  // waits for it, and so do the writes that end the body and serve(), once
-  // the handler has returned. The caller reads on meanwhile, but no further
-  // than the next chunk: a second writeNow() with one kept is left to
-  // write(), which waits for the socket.
+  // that keeps up) is written without a coroutine. When it takes part of
+  // it, the rest is kept (unsentHead_: this one chunk and its framing) and
+  // the answer is nullopt: the caller co_awaits write() with the same bytes
+  // at once, and write() sends what was kept rather than the bytes again —
+  // so the rest goes out as soon as the caller makes room, under the
+  // write-stall watchdog, before the caller reads on.
   std::optional<bool> writeNow(std::string_view bytes) override {
     if constexpr (!std::is_same_v<Stream, tcp::socket>) {
       return std::nullopt;  // TLS: write() (its writes are never known complete at once)
@@ -192,11 +203,13 @@ class H1Session final : public ResponseSink,
       const WriteNow now = sendAtOnce(used, written);
       if (now != WriteNow::kPartial) return now == WriteNow::kDone;
       keepUnsent(used, written);
-      return true;
+      return std::nullopt;
     }
   }
 
   Task<bool> write(std::string_view bytes) override {
+    // The rest of these same bytes, which writeNow() began.
+    if (unsentLength_ != 0) co_return co_await writeUnsent();
     if (gone_ || !started_ || finished_) co_return false;
     if (bytes.empty() || !chunked_) co_return true;
     co_return co_await writeChunks(bytes, false);
@@ -239,7 +252,8 @@ class H1Session final : public ResponseSink,
     if (end) c.bufs[c.n++] = asio::buffer("0\r\n\r\n", 5);
   }
 
-  // One write, after what writeNow() kept.
+  // One write. Bytes writeNow() kept go first (for a caller that did not
+  // follow its nullopt with write(), as it should).
   Task<bool> writeChunks(std::string_view bytes, bool end) {
     if (unsentLength_ != 0) {
       if (!co_await writeUnsent()) co_return false;
@@ -283,7 +297,7 @@ class H1Session final : public ResponseSink,
   Task<BodyResult> readAll(std::string& out) override {
     if (!parser_ || bodyRead_) co_return BodyResult{BodyStatus::kGone, {}};
     bodyRead_ = true;
-    if (!parser_->done() && expectsContinue_ && inbox_.size() == 0) {
+    if (!parser_->done() && expectsContinue_ && inbox_.size() == 0 && !started_) {
       static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
       std::array<asio::const_buffer, 1> bufs{asio::buffer(kContinue.data(), kContinue.size())};
       if (!co_await writeAll(bufs)) co_return BodyResult{BodyStatus::kGone, {}};
@@ -414,7 +428,17 @@ class H1Session final : public ResponseSink,
       // free the session, which the watchdog keeps alive). The cancellation
       // was for the handler only.
       co_await asio::this_coro::reset_cancellation_state();
-      if (unsentLength_ != 0) co_await writeUnsent();
+      // An answer respondNow() began is written whole. Bytes kept of a
+      // stream the handler left unfinished are not: that connection is
+      // reset below, and waiting to write them to a caller that does not
+      // read would only delay it.
+      if (unsentLength_ != 0) {
+        if (finished_ && !gone_ && !peerGone_) {
+          co_await writeUnsent();
+        } else {
+          dropUnsent();
+        }
+      }
       if (!responseComplete()) co_await completeResponse(ex);
       open.reset();  // the response is out (or the connection is gone)
       exchangeActive_ = false;

@@ -82,9 +82,10 @@ class ResponseSink {
   // this is the backpressure that pauses the upstream read of a slow client.
   virtual Task<bool> write(std::string_view bytes) = 0;
   // write() without suspending, where the sink can: true/false as write()
-  // would answer; nullopt: nothing was done, co_await write(bytes). An
-  // HTTP/1.1 session writes what the socket takes and keeps the rest (one
-  // write's worth), which goes out before anything after it.
+  // would answer; nullopt: co_await write(bytes), with the same bytes, at
+  // once. A sink may have begun them: an HTTP/1.1 session sends what the
+  // socket takes, keeps the rest, and its write() then sends what it kept
+  // rather than the bytes again.
   virtual std::optional<bool> writeNow(std::string_view /*bytes*/) { return std::nullopt; }
 
   // Ends the body.
