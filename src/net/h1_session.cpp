@@ -23,8 +23,8 @@
 // Content-Lengths, a space before a colon, a bad chunk size, obs-fold,
 // Transfer-Encoding in HTTP/1.0, a Connection field naming more than 16
 // fields) are answered 400 and the connection is closed (net/http1_parser.hpp
-// has the rules). Responses are serialised here:
-// a status line, the handler's fields and our framing, gathered into one write.
+// has the rules). Responses are serialised here — a status line, the
+// handler's fields and our framing — and written by H1Writer (h1_writer.hpp).
 #include <array>
 #include <charconv>
 #include <optional>
@@ -40,18 +40,16 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
-#include <boost/asio/write.hpp>
-#include <boost/beast/core/buffers_suffix.hpp>
 #include <boost/beast/http/error.hpp>
 
 #include "h1_request_parser.hpp"
+#include "h1_writer.hpp"
 #include "input_park.hpp"
 #include "relay/common/coarse_clock.hpp"
 #include "relay/common/head_writer.hpp"
 #include "relay/common/limits.hpp"
 #include "relay/common/thread_scratch.hpp"
 #include "relay/net/edge_read.hpp"
-#include "relay/net/send_now.hpp"
 #include "session_common.hpp"
 
 namespace relay::net {
@@ -83,6 +81,7 @@ class H1Session final : public ResponseSink,
         input_(stream_.get_executor()),
         roomWake_(stream_.get_executor()),
         watchdogTimer_(stream_.get_executor()),
+        writer_(stream_, config_->idleTimeout),
         registration_(context.registry, this),
         acceptedAt_(context.acceptedAt),
         readAhead_(std::max<std::size_t>(kReadAheadFloor, config_->maxHeaderBytes + kReadChunk)) {
@@ -115,174 +114,69 @@ class H1Session final : public ResponseSink,
   // ResponseSink ----------------------------------------------------------
 
   Task<bool> respond(ResponseHead head, std::string body) override {
-    const bool given = *respondNow(head, body);
-    if (!given) co_return false;
-    if (unsentLength_ != 0) co_return co_await writeUnsent();
-    co_return given;
+    if (!*respondNow(head, body)) co_return false;
+    if (writer_.hasKept()) co_return co_await writer_.writeKept();
+    co_return true;
   }
 
   // The head is made in the thread's buffer and, nearly always, written at
-  // once with the body. What the socket does not take waits in unsentHead_
-  // and unsentBody_ for writeUnsent(): respond() calls it at once, serve()
-  // when the handler has returned.
+  // once with the body. What the socket does not take the writer keeps:
+  // respond() writes it at once, serve() when the handler has returned.
   std::optional<bool> respondNow(ResponseHead& head, std::string& body) override {
-    if (gone_ || started_) return false;
+    if (gone() || started_) return false;
     started_ = true;
     finished_ = true;
     std::string& scratch = threadScratch<AnswerHeads>();
     serializeHead(head, body.size(), false, scratch);
-    std::array<asio::const_buffer, 2> bufs{asio::buffer(scratch), asio::buffer(body)};
-    if (isHead_) bufs[1] = asio::const_buffer();
-    std::size_t written = 0;
-    const WriteNow now = sendAtOnce(bufs, written);
-    if (now != WriteNow::kPartial) return now == WriteNow::kDone;
-    const std::size_t length = bufs[0].size() + bufs[1].size();
-    if (written < scratch.size()) {
-      unsentHead_.assign(scratch, written);
-    } else {
-      unsentHead_.clear();
-    }
-    if (!isHead_) unsentBody_ = std::move(body);
-    // Of the body, what the socket took is skipped when the rest is written.
-    unsentSkip_ = written > scratch.size() ? written - scratch.size() : 0;
-    unsentLength_ = length - written;
-    return true;
-  }
-
-  void dropUnsent() {
-    unsentHead_ = std::string();
-    unsentBody_ = std::string();
-    unsentSkip_ = 0;
-    unsentLength_ = 0;
-  }
-
-  // The rest of an answer respondNow() began; false when the caller left.
-  Task<bool> writeUnsent() {
-    std::string head = std::move(unsentHead_);
-    std::string body = std::move(unsentBody_);
-    const std::size_t skip = unsentSkip_;
-    unsentHead_.clear();
-    unsentBody_.clear();
-    unsentLength_ = 0;
-    std::array<asio::const_buffer, 2> bufs{asio::buffer(head), asio::buffer(body)};
-    co_return co_await writeRest(bufs, skip);
+    return writer_.answerNow(scratch, body, isHead_);
   }
 
   Task<bool> start(ResponseHead head) override {
-    if (gone_ || started_) co_return false;
+    if (gone() || started_) co_return false;
     started_ = true;
     chunked_ = !isHead_ && head.status >= 200 && head.status != 204 && head.status != 304;
     std::string h;
     serializeHead(head, 0, true, h);
     if (head.withFirstBytes && chunked_) {
-      heldHead_ = std::move(h);  // leaves with the first body bytes
+      writer_.holdHead(std::move(h));  // leaves with the first body bytes
       co_return true;
     }
     std::array<asio::const_buffer, 1> bufs{asio::buffer(h)};
-    co_return co_await writeAll(bufs);
+    co_return co_await writer_.writeAll(bufs);
   }
 
   // A chunk the socket takes at once (nearly every SSE write to a caller
   // that keeps up) is written without a coroutine. When it takes part of
-  // it, the rest is kept (unsentHead_: this one chunk and its framing) and
-  // the answer is nullopt: the caller co_awaits write() with the same bytes
-  // at once, and write() sends what was kept rather than the bytes again —
-  // so the rest goes out as soon as the caller makes room, under the
-  // write-stall watchdog, before the caller reads on.
+  // it, the writer keeps the rest and the answer is nullopt: the caller
+  // co_awaits write() with the same bytes at once, and write() sends what
+  // was kept rather than the bytes again — so the rest goes out as soon as
+  // the caller makes room, under the write-stall watchdog, before the
+  // caller reads on.
   std::optional<bool> writeNow(std::string_view bytes) override {
-    if constexpr (!std::is_same_v<Stream, tcp::socket>) {
-      return std::nullopt;  // TLS: write() (its writes are never known complete at once)
-    } else {
-      if (gone_ || !started_ || finished_) return false;
-      if (bytes.empty() || !chunked_) return true;
-      if (unsentLength_ != 0) return std::nullopt;
-      ChunkWrite c;
-      frameChunk(c, bytes, false);
-      const std::span<const asio::const_buffer> used(c.bufs.data(), c.n);
-      std::size_t written = 0;
-      const WriteNow now = sendAtOnce(used, written);
-      if (now != WriteNow::kPartial) return now == WriteNow::kDone;
-      keepUnsent(used, written);
-      return std::nullopt;
-    }
+    if (gone() || !started_ || finished_) return false;
+    if (bytes.empty() || !chunked_) return true;
+    return writer_.chunkNow(bytes);
   }
 
   Task<bool> write(std::string_view bytes) override {
     // The rest of these same bytes, which writeNow() began.
-    if (unsentLength_ != 0) co_return co_await writeUnsent();
-    if (gone_ || !started_ || finished_) co_return false;
+    if (writer_.hasKept()) co_return co_await writer_.writeKept();
+    if (gone() || !started_ || finished_) co_return false;
     if (bytes.empty() || !chunked_) co_return true;
-    co_return co_await writeChunks(bytes, false);
+    co_return co_await writer_.chunk(bytes, false);
   }
 
-  Task<bool> finish() override {
-    if (gone_ || !started_ || finished_) co_return false;
-    finished_ = true;
-    if (!chunked_) co_return true;
-    co_return co_await writeChunks({}, true);
-  }
+  Task<bool> finish() override { return finishWith({}); }
 
   Task<bool> finishWith(std::string_view last) override {
-    if (gone_ || !started_ || finished_) co_return false;
+    if (gone() || !started_ || finished_) co_return false;
     finished_ = true;
     if (!chunked_) co_return true;
-    co_return co_await writeChunks(last, true);
-  }
-
-  // One write's pieces: the held head (if any), `bytes` as a chunk (if
-  // any), and the last chunk when `end`.
-  struct ChunkWrite {
-    char size[24];
-    std::array<asio::const_buffer, 5> bufs{};
-    std::size_t n = 0;
-    std::string head;
-  };
-  void frameChunk(ChunkWrite& c, std::string_view bytes, bool end) {
-    c.head = std::move(heldHead_);
-    heldHead_.clear();
-    if (!c.head.empty()) c.bufs[c.n++] = asio::buffer(c.head);
-    if (!bytes.empty()) {
-      char* line = std::to_chars(c.size, c.size + sizeof c.size - 2, bytes.size(), 16).ptr;
-      *line++ = '\r';
-      *line++ = '\n';
-      c.bufs[c.n++] = asio::buffer(c.size, static_cast<std::size_t>(line - c.size));
-      c.bufs[c.n++] = asio::buffer(bytes.data(), bytes.size());
-      c.bufs[c.n++] = asio::buffer("\r\n", 2);
-    }
-    if (end) c.bufs[c.n++] = asio::buffer("0\r\n\r\n", 5);
-  }
-
-  // One write. Bytes writeNow() kept go first (for a caller that did not
-  // follow its nullopt with write(), as it should).
-  Task<bool> writeChunks(std::string_view bytes, bool end) {
-    if (unsentLength_ != 0) {
-      if (!co_await writeUnsent()) co_return false;
-    }
-    ChunkWrite c;
-    frameChunk(c, bytes, end);
-    const std::span<const asio::const_buffer> used(c.bufs.data(), c.n);
-    std::size_t written = 0;
-    const WriteNow now = sendAtOnce(used, written);
-    if (now != WriteNow::kPartial) co_return now == WriteNow::kDone;
-    co_return co_await writeRest(used, written);
-  }
-
-  // The bytes of `buffers` after the first `written`, kept for writeUnsent().
-  template <class Buffers>
-  void keepUnsent(const Buffers& buffers, std::size_t written) {
-    unsentHead_.clear();
-    for (const asio::const_buffer& b : buffers) {
-      const std::size_t skip = std::min(written, b.size());
-      written -= skip;
-      unsentHead_.append(static_cast<const char*>(b.data()) + skip, b.size() - skip);
-    }
-    unsentBody_.clear();
-    unsentSkip_ = 0;
-    unsentLength_ = unsentHead_.size();
+    co_return co_await writer_.chunk(last, true);
   }
 
   void abort() override {
-    gone_ = true;
+    writer_.markGone();
     keepAlive_ = false;
     resetConnection(lowestLayer(stream_));
     closed_ = true;
@@ -290,7 +184,9 @@ class H1Session final : public ResponseSink,
   }
 
   bool started() const override { return started_; }
-  bool clientGone() const override { return gone_ || peerGone_; }
+  // A write failed, or we aborted (the writer's state).
+  bool gone() const { return writer_.gone(); }
+  bool clientGone() const override { return gone() || peerGone_; }
 
   // BodySource ------------------------------------------------------------
 
@@ -300,7 +196,7 @@ class H1Session final : public ResponseSink,
     if (!parser_->done() && expectsContinue_ && inbox_.size() == 0 && !started_) {
       static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
       std::array<asio::const_buffer, 1> bufs{asio::buffer(kContinue.data(), kContinue.size())};
-      if (!co_await writeAll(bufs)) co_return BodyResult{BodyStatus::kGone, {}};
+      if (!co_await writer_.writeAll(bufs)) co_return BodyResult{BodyStatus::kGone, {}};
     }
     const auto deadline = headDoneAt_ + config_->bodyTimeout;
     for (;;) {
@@ -308,7 +204,7 @@ class H1Session final : public ResponseSink,
         if (r->ok()) takeBody(out);
         co_return std::move(*r);
       }
-      if (peerGone_ || gone_) co_return BodyResult{BodyStatus::kGone, {}};
+      if (peerGone_ || gone()) co_return BodyResult{BodyStatus::kGone, {}};
       if (!co_await waitInput(deadline)) {
         countLimit(Limit::kBodyTimeout);
         co_return BodyResult{BodyStatus::kTimeout,
@@ -432,11 +328,11 @@ class H1Session final : public ResponseSink,
       // stream the handler left unfinished are not: that connection is
       // reset below, and waiting to write them to a caller that does not
       // read would only delay it.
-      if (unsentLength_ != 0) {
-        if (finished_ && !gone_ && !peerGone_) {
-          co_await writeUnsent();
+      if (writer_.hasKept()) {
+        if (finished_ && !gone() && !peerGone_) {
+          co_await writer_.writeKept();
         } else {
-          dropUnsent();
+          writer_.dropKept();
         }
       }
       if (!responseComplete()) co_await completeResponse(ex);
@@ -445,10 +341,10 @@ class H1Session final : public ResponseSink,
       // An unread (or half-read) body stands between us and the next request.
       if (!bodyComplete_) keepAlive_ = false;
       parser_.reset();
-      if (!keepAlive_ || gone_ || peerGone_ || draining_) break;
+      if (!keepAlive_ || gone() || peerGone_ || draining_) break;
     }
     serveDone_ = true;
-    if (peerGone_ || gone_) {
+    if (peerGone_ || gone()) {
       closeNow();
     } else {
       beginLinger();
@@ -500,7 +396,7 @@ class H1Session final : public ResponseSink,
       }
       if (w.ec && w.ec != http::error::need_more) return HeadStep::kBad;
     }
-    if (peerGone_ || gone_ || closed_) return HeadStep::kClosed;
+    if (peerGone_ || gone() || closed_) return HeadStep::kClosed;
     if (draining_ && !w.start) return HeadStep::kClosed;
     w.deadline = w.start ? *w.start + config_->headerTimeout
                  : first ? acceptedAt_ + config_->headerTimeout
@@ -601,11 +497,11 @@ class H1Session final : public ResponseSink,
   }
 
   // Nothing left for completeResponse() to do (the common case: no coroutine for it).
-  bool responseComplete() const { return gone_ || peerGone_ || finished_; }
+  bool responseComplete() const { return gone() || peerGone_ || finished_; }
 
   // Whatever the handler left undone, the connection must end in a valid state.
   Task<void> completeResponse(const Exchange& ex) {
-    if (gone_ || peerGone_) co_return;
+    if (gone() || peerGone_) co_return;
     if (!started_) {
       ResponseHead head = sessionErrorHead(500, ex.head.headers.get("x-request-id"));
       std::string body = openAiErrorJson("the gateway failed to produce a response", "server_error",
@@ -660,67 +556,6 @@ class H1Session final : public ResponseSink,
       w.raw(keepAliveHint_);
     }
     w.raw("\r\n"sv);
-  }
-
-  enum class WriteNow {
-    kDone,    // every byte went
-    kFailed,  // the connection is gone (gone_ is set)
-    kPartial  // the rest waits for room: writeRest()
-  };
-
-  // What needs no waiting: most answers fit the socket's send buffer, so on
-  // plaintext one send now (the socket is non-blocking) and the exchange
-  // goes on without a round through the scheduler. `written`: the bytes
-  // that went.
-  template <class Buffers>
-  WriteNow sendAtOnce(const Buffers& buffers, std::size_t& written) {
-    written = 0;
-    if (closed_) {
-      gone_ = true;
-      return WriteNow::kFailed;
-    }
-    if constexpr (std::is_same_v<Stream, tcp::socket>) {
-      boost::system::error_code ec;
-      written = sendNow(stream_.native_handle(), buffers, ec);
-      if (ec) {
-        gone_ = true;
-        return WriteNow::kFailed;
-      }
-      if (written == asio::buffer_size(buffers)) return WriteNow::kDone;
-    }
-    return WriteNow::kPartial;
-  }
-
-  // The rest of a write, after the first `written` bytes. `buffers` is a named
-  // object of the caller's frame (never a temporary in the co_await
-  // expression: GCC 12 mishandles those).
-  template <class Buffers>
-  Task<bool> writeRest(const Buffers& buffers, std::size_t written) {
-    boost::beast::buffers_suffix<Buffers> rest(buffers);
-    rest.consume(written);
-    // A caller that stops reading must not hold its exchange (and what it
-    // holds: the upstream connection of a stream, the answer's memory) for
-    // ever: the watchdog resets a write stuck this long.
-    writeDeadline_ = SteadyClock::now() + config_->idleTimeout;
-    ++writesPending_;
-    auto [ec, n] = co_await asio::async_write(stream_, rest, kTuple);
-    --writesPending_;
-    if (ec) {
-      gone_ = true;
-      co_return false;
-    }
-    co_return true;
-  }
-
-  // sendAtOnce, then writeRest if needed. The callers on the path of every
-  // answer (respond, writeChunks) spell this out, so that an answer the
-  // socket takes at once costs no coroutine frame for the write.
-  template <class Buffers>
-  Task<bool> writeAll(const Buffers& buffers) {
-    std::size_t written = 0;
-    const WriteNow now = sendAtOnce(buffers, written);
-    if (now != WriteNow::kPartial) co_return now == WriteNow::kDone;
-    co_return co_await writeRest(buffers, written);
   }
 
   // Input -------------------------------------------------------------------
@@ -851,7 +686,7 @@ class H1Session final : public ResponseSink,
     auto self = this->shared_from_this();
     while (!closed_) {
       auto now = SteadyClock::now();
-      if (writesPending_ > 0 && now >= writeDeadline_) {
+      if (writer_.writing() && now >= writer_.stallDeadline()) {
         countLimit(Limit::kWriteStall);
         abort();
         break;
@@ -864,7 +699,7 @@ class H1Session final : public ResponseSink,
         input_.resume(false);  // the wait for input timed out; serve() runs from here
         continue;
       }
-      auto next = writesPending_ > 0 ? writeDeadline_ : now + config_->idleTimeout;
+      auto next = writer_.writing() ? writer_.stallDeadline() : now + config_->idleTimeout;
       if (lingering_) next = std::min(next, lingerDeadline_);
       if (input_.parked()) next = std::min(next, inputDeadline_);
       watchdogTimer_.expires_at(next);
@@ -879,6 +714,7 @@ class H1Session final : public ResponseSink,
   InputPark input_;                   // a head/body parse waiting for the reader
   asio::steady_timer roomWake_;       // the parser wakes a reader paused at readAhead_
   asio::steady_timer watchdogTimer_;  // write stalls, input deadlines, the linger deadline
+  H1Writer<Stream> writer_;           // the answer's bytes to the socket
   Registration registration_;
   std::shared_ptr<asio::cancellation_signal> cancel_ =
       std::make_shared<asio::cancellation_signal>();
@@ -893,15 +729,12 @@ class H1Session final : public ResponseSink,
   SteadyClock::time_point acceptedAt_;
   SteadyClock::time_point headDoneAt_{};
   SteadyClock::time_point inputDeadline_{};  // of the parked wait for input
-  SteadyClock::time_point writeDeadline_{};
   SteadyClock::time_point lingerDeadline_{};
   const std::size_t readAhead_;
-  int writesPending_ = 0;
   // Connection state.
   bool keepAlive_ = true;
   bool draining_ = false;
   bool peerGone_ = false;  // the reader saw EOF or an error
-  bool gone_ = false;      // a write failed, or we aborted
   bool lingering_ = false;
   bool closed_ = false;
   bool serveDone_ = false;
@@ -916,14 +749,6 @@ class H1Session final : public ResponseSink,
   bool started_ = false;
   bool finished_ = false;
   bool chunked_ = false;
-  std::string heldHead_;  // a streamed head waiting for the first body bytes
-  // What respondNow() or writeNow() could not write at once (writeUnsent()):
-  // the head's rest (or a chunk's), the body, how much of the body was
-  // written, and the bytes left.
-  std::string unsentHead_;
-  std::string unsentBody_;
-  std::size_t unsentSkip_ = 0;
-  std::size_t unsentLength_ = 0;
 };
 
 }  // namespace

@@ -1,0 +1,257 @@
+// The write side of an HTTP/1.1 connection (private to net/): an answer's
+// bytes to the caller's socket.
+//
+// H1Session decides what to write (the head it serialises, whether the body
+// is chunked, whether an answer may still begin); H1Writer writes it, and
+// owns what writing needs across calls:
+//
+//  - the head of a streamed answer held back to leave with the first chunk;
+//  - the bytes a send could not write at once (at most one answer or one
+//    chunk: "kept"), which go out before anything else;
+//  - whether a write failed (gone()), and the deadline of a write that waits
+//    for the caller to make room, which the session's watchdog enforces.
+//
+// Most writes need no waiting: the socket is non-blocking and on plaintext
+// one send takes the whole answer or chunk. Those are plain calls
+// (answerNow(), chunkNow()). A write that must wait is a coroutine
+// (writeKept(), chunk(), writeAll()), under the stall deadline.
+#pragma once
+
+#include <array>
+#include <charconv>
+#include <chrono>
+#include <cstddef>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <type_traits>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/core/buffers_suffix.hpp>
+
+#include "relay/net/send_now.hpp"
+#include "session_common.hpp"
+
+namespace relay::net {
+
+template <class Stream>
+class H1Writer {
+ public:
+  // `stream` outlives the writer (both are members of one session).
+  // `stallTimeout`: how long one write may wait for the caller to make room
+  // before the session resets the connection (server.idle_timeout_ms).
+  H1Writer(Stream& stream, std::chrono::milliseconds stallTimeout)
+      : stream_(stream), stallTimeout_(stallTimeout) {}
+  H1Writer(const H1Writer&) = delete;
+  H1Writer& operator=(const H1Writer&) = delete;
+
+  // A write failed (the caller reset the connection), or the session gave
+  // up on the connection (markGone()). Nothing more is written.
+  bool gone() const { return gone_; }
+  void markGone() { gone_ = true; }
+
+  // A whole answer, `head` then `body` (not the body when `headOnly`: the
+  // answer to HEAD), in one send. What the socket does not take is kept —
+  // the body moved out of `body` — for writeKept(). False when the
+  // connection is gone.
+  bool answerNow(const std::string& head, std::string& body, bool headOnly) {
+    std::array<asio::const_buffer, 2> bufs{asio::buffer(head), asio::buffer(body)};
+    if (headOnly) bufs[1] = asio::const_buffer();
+    std::size_t written = 0;
+    const Sent sent = sendAtOnce(bufs, written);
+    if (sent != Sent::kPartial) return sent == Sent::kDone;
+    const std::size_t length = bufs[0].size() + bufs[1].size();
+    if (written < head.size()) {
+      keptHead_.assign(head, written);
+    } else {
+      keptHead_.clear();
+    }
+    if (!headOnly) keptBody_ = std::move(body);
+    // Of the body, what the socket took is skipped when the rest is written.
+    keptSkip_ = written > head.size() ? written - head.size() : 0;
+    keptLength_ = length - written;
+    return true;
+  }
+
+  // The head of a chunked answer: it leaves with the first chunk (or the
+  // last chunk, when there is no other), in the same send.
+  void holdHead(std::string head) { heldHead_ = std::move(head); }
+
+  // `bytes` as one chunk, if the socket takes it at once. When it takes
+  // part of it, the rest is kept and the answer is nullopt: the caller then
+  // awaits writeKept() (so the rest goes out as soon as the caller makes
+  // room, under the stall deadline). Also nullopt, with nothing sent, when
+  // bytes are already kept, and on TLS (its writes are never known complete
+  // at once): the caller awaits chunk(). False when the connection is gone.
+  std::optional<bool> chunkNow(std::string_view bytes) {
+    if constexpr (!std::is_same_v<Stream, tcp::socket>) {
+      return std::nullopt;
+    } else {
+      if (keptLength_ != 0) return std::nullopt;
+      ChunkWrite c;
+      std::size_t written = 0;
+      const Sent sent = sendChunk(c, bytes, false, written);
+      if (sent != Sent::kPartial) return sent == Sent::kDone;
+      keep(c.used(), written);
+      return std::nullopt;
+    }
+  }
+
+  // `bytes` as a chunk (none when empty), and the last chunk when `end`,
+  // in one write after whatever is kept. False when the connection is gone.
+  Task<bool> chunk(std::string_view bytes, bool end) {
+    if (keptLength_ != 0) {
+      if (!co_await writeKept()) co_return false;
+    }
+    ChunkWrite c;
+    std::size_t written = 0;
+    const Sent sent = sendChunk(c, bytes, end, written);
+    if (sent != Sent::kPartial) co_return sent == Sent::kDone;
+    const std::span<const asio::const_buffer> used = c.used();
+    co_return co_await writeRest(used, written);
+  }
+
+  bool hasKept() const { return keptLength_ != 0; }
+  std::size_t keptBytes() const { return keptLength_; }
+
+  // Writes what answerNow() or chunkNow() kept; false when the caller left.
+  Task<bool> writeKept() {
+    std::string head = std::move(keptHead_);
+    std::string body = std::move(keptBody_);
+    const std::size_t skip = keptSkip_;
+    dropKept();
+    std::array<asio::const_buffer, 2> bufs{asio::buffer(head), asio::buffer(body)};
+    co_return co_await writeRest(bufs, skip);
+  }
+
+  // Forgets what is kept (the connection is about to be reset).
+  void dropKept() {
+    keptHead_ = std::string();
+    keptBody_ = std::string();
+    keptSkip_ = 0;
+    keptLength_ = 0;
+  }
+
+  // Every byte of `buffers`: one send, and a wait for room only if the
+  // socket did not take it all. `buffers` must live until this completes.
+  template <class Buffers>
+  Task<bool> writeAll(const Buffers& buffers) {
+    std::size_t written = 0;
+    const Sent sent = sendAtOnce(buffers, written);
+    if (sent != Sent::kPartial) co_return sent == Sent::kDone;
+    co_return co_await writeRest(buffers, written);
+  }
+
+  // A write waits for the caller to make room; it may wait until
+  // stallDeadline(), after which the session resets the connection.
+  bool writing() const { return pending_ > 0; }
+  SteadyClock::time_point stallDeadline() const { return stallDeadline_; }
+
+ private:
+  enum class Sent {
+    kDone,    // every byte went
+    kFailed,  // the connection is gone (gone_ is set)
+    kPartial  // the rest waits for room: writeRest()
+  };
+
+  // One send's pieces: the held head (if any), `bytes` as a chunk (if any),
+  // and the last chunk when `end`.
+  struct ChunkWrite {
+    char size[24];
+    std::array<asio::const_buffer, 5> bufs{};
+    std::size_t n = 0;
+    std::string head;
+    std::span<const asio::const_buffer> used() const { return {bufs.data(), n}; }
+  };
+
+  // Frames into `c` and sends what the socket takes now.
+  Sent sendChunk(ChunkWrite& c, std::string_view bytes, bool end, std::size_t& written) {
+    c.head = std::move(heldHead_);
+    heldHead_.clear();
+    if (!c.head.empty()) c.bufs[c.n++] = asio::buffer(c.head);
+    if (!bytes.empty()) {
+      char* line = std::to_chars(c.size, c.size + sizeof c.size - 2, bytes.size(), 16).ptr;
+      *line++ = '\r';
+      *line++ = '\n';
+      c.bufs[c.n++] = asio::buffer(c.size, static_cast<std::size_t>(line - c.size));
+      c.bufs[c.n++] = asio::buffer(bytes.data(), bytes.size());
+      c.bufs[c.n++] = asio::buffer("\r\n", 2);
+    }
+    if (end) c.bufs[c.n++] = asio::buffer("0\r\n\r\n", 5);
+    return sendAtOnce(c.used(), written);
+  }
+
+  // One non-blocking send on plaintext; `written`: the bytes that went. TLS
+  // sends nothing here (kPartial, 0): its writes go through writeRest().
+  template <class Buffers>
+  Sent sendAtOnce(const Buffers& buffers, std::size_t& written) {
+    written = 0;
+    if (!lowestLayer(stream_).is_open()) {
+      gone_ = true;
+      return Sent::kFailed;
+    }
+    if constexpr (std::is_same_v<Stream, tcp::socket>) {
+      boost::system::error_code ec;
+      written = sendNow(stream_.native_handle(), buffers, ec);
+      if (ec) {
+        gone_ = true;
+        return Sent::kFailed;
+      }
+      if (written == asio::buffer_size(buffers)) return Sent::kDone;
+    }
+    return Sent::kPartial;
+  }
+
+  // The bytes of `buffers` after the first `written`, kept for writeKept():
+  // one copy, made only when a send was partial.
+  void keep(std::span<const asio::const_buffer> buffers, std::size_t written) {
+    keptHead_.clear();
+    for (const asio::const_buffer& b : buffers) {
+      const std::size_t skip = std::min(written, b.size());
+      written -= skip;
+      keptHead_.append(static_cast<const char*>(b.data()) + skip, b.size() - skip);
+    }
+    keptBody_.clear();
+    keptSkip_ = 0;
+    keptLength_ = keptHead_.size();
+  }
+
+  // The rest of a write, after the first `written` bytes. `buffers` is a
+  // named object of the caller's frame (never a temporary in the co_await
+  // expression: GCC 12 mishandles those).
+  template <class Buffers>
+  Task<bool> writeRest(const Buffers& buffers, std::size_t written) {
+    boost::beast::buffers_suffix<Buffers> rest(buffers);
+    rest.consume(written);
+    // A caller that stops reading must not hold its exchange (and what it
+    // holds: the upstream connection of a stream, the answer's memory) for
+    // ever: the session's watchdog resets a write stuck this long.
+    stallDeadline_ = SteadyClock::now() + stallTimeout_;
+    ++pending_;
+    auto [ec, n] = co_await asio::async_write(stream_, rest, asio::as_tuple(asio::use_awaitable));
+    --pending_;
+    if (ec) {
+      gone_ = true;
+      co_return false;
+    }
+    co_return true;
+  }
+
+  Stream& stream_;
+  const std::chrono::milliseconds stallTimeout_;
+  SteadyClock::time_point stallDeadline_{};
+  int pending_ = 0;
+  bool gone_ = false;
+  std::string heldHead_;
+  // What a partial send left: the head's rest (or a chunk's), the body, how
+  // much of the body was written, and the bytes left in all.
+  std::string keptHead_;
+  std::string keptBody_;
+  std::size_t keptSkip_ = 0;
+  std::size_t keptLength_ = 0;
+};
+
+}  // namespace relay::net

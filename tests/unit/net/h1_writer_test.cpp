@@ -1,0 +1,202 @@
+// The HTTP/1.1 write side (src/net/h1_writer.hpp) over a loopback pair with
+// small socket buffers, so that "the socket took part of it" happens on
+// every run, not only under load: what a partial send leaves is kept, goes
+// out before anything written after it, and arrives byte for byte; a write
+// that waits has the stall deadline; a reset caller makes the writer gone.
+#include "h1_writer.hpp"
+
+#include <charconv>
+#include <chrono>
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <sys/socket.h>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/read.hpp>
+#include <boost/asio/write.hpp>
+#include <gtest/gtest.h>
+
+namespace relay::net {
+namespace {
+
+constexpr std::chrono::milliseconds kStall{250};
+
+// A body far larger than both socket buffers: never sent in one go.
+std::string bigBytes(std::size_t n) {
+  std::string s(n, '\0');
+  for (std::size_t i = 0; i < n; ++i)
+    s[i] = static_cast<char>('a' + (i * 7 + i / 4096) % 26);
+  return s;
+}
+
+std::string chunkOf(std::string_view bytes) {
+  char size[24];
+  const auto end = std::to_chars(size, size + sizeof size, bytes.size(), 16).ptr;
+  return std::string(size, end) + "\r\n" + std::string(bytes) + "\r\n";
+}
+
+class H1WriterTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    tcp::acceptor acceptor(io, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
+    // The receiver's window is fixed at connect: set it small first.
+    peer.open(tcp::v4());
+    peer.set_option(asio::socket_base::receive_buffer_size(4096));
+    peer.connect(acceptor.local_endpoint());
+    acceptor.accept(socket);
+    socket.set_option(asio::socket_base::send_buffer_size(4096));
+    socket.non_blocking(true);  // as the session makes it
+  }
+
+  // Runs `task` while the peer reads `expected` bytes in all (what was sent
+  // before included); both must end within a few seconds.
+  std::optional<bool> runReading(Task<bool> task, std::size_t expected) {
+    std::optional<bool> result;
+    asio::co_spawn(io, std::move(task), [&](std::exception_ptr e, bool ok) {
+      if (!e) result = ok;
+    });
+    bool read = false;
+    asio::async_read(peer, asio::dynamic_buffer(got), asio::transfer_exactly(expected - got.size()),
+                     [&](boost::system::error_code ec, std::size_t) { read = !ec; });
+    io.restart();
+    io.run_for(std::chrono::seconds(10));
+    EXPECT_TRUE(read) << "the peer did not get " << expected << " bytes (got " << got.size() << ")";
+    return result;
+  }
+
+  // Whatever has arrived at the peer by now (loopback: all that was sent).
+  std::string arrived() {
+    peer.non_blocking(true);
+    char buf[65536];
+    for (;;) {
+      boost::system::error_code ec;
+      const std::size_t n = peer.read_some(asio::buffer(buf), ec);
+      if (ec) break;
+      got.append(buf, n);
+    }
+    return got;
+  }
+
+  asio::io_context io{1};
+  tcp::socket socket{io};
+  tcp::socket peer{io};
+  H1Writer<tcp::socket> writer{socket, kStall};
+  std::string got;
+};
+
+TEST_F(H1WriterTest, AChunkTheSocketTakesIsSentWithTheHeldHeadInOneGo) {
+  const std::string head = "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n";
+  writer.holdHead(head);
+  EXPECT_EQ(writer.chunkNow("data: 1\n\n"), std::optional<bool>(true));
+  EXPECT_FALSE(writer.hasKept());
+  EXPECT_EQ(arrived(), head + chunkOf("data: 1\n\n"));
+  // The head went once.
+  EXPECT_EQ(writer.chunkNow("data: 2\n\n"), std::optional<bool>(true));
+  EXPECT_EQ(arrived(), head + chunkOf("data: 1\n\n") + chunkOf("data: 2\n\n"));
+}
+
+TEST_F(H1WriterTest, WhatAPartialChunkLeavesIsKeptAndWrittenWhole) {
+  const std::string big = bigBytes(4 << 20);
+  EXPECT_EQ(writer.chunkNow(big), std::nullopt);  // the socket took part of it
+  ASSERT_TRUE(writer.hasKept());
+  const std::size_t kept = writer.keptBytes();
+  EXPECT_GT(kept, 0u);
+  EXPECT_LT(kept, chunkOf(big).size());
+  // Nothing else goes while bytes are kept: the next chunk is refused now
+  // (nullopt, nothing sent), not written into the middle of this one.
+  EXPECT_EQ(writer.chunkNow("x"), std::nullopt);
+  EXPECT_EQ(writer.keptBytes(), kept);
+
+  EXPECT_EQ(runReading(writer.writeKept(), chunkOf(big).size()), std::optional<bool>(true));
+  EXPECT_FALSE(writer.hasKept());
+  EXPECT_EQ(got, chunkOf(big));
+}
+
+TEST_F(H1WriterTest, KeptBytesGoBeforeTheNextChunkAndTheLastChunk) {
+  const std::string big = bigBytes(2 << 20);
+  ASSERT_EQ(writer.chunkNow(big), std::nullopt);
+  const std::string expected = chunkOf(big) + chunkOf("tail") + "0\r\n\r\n";
+  EXPECT_EQ(runReading(writer.chunk("tail", true), expected.size()), std::optional<bool>(true));
+  EXPECT_EQ(got, expected);
+  EXPECT_FALSE(writer.hasKept());
+}
+
+TEST_F(H1WriterTest, AnAnswerWhoseBodyTheSocketDoesNotTakeIsKeptAndWrittenWhole) {
+  const std::string head = "HTTP/1.1 200 OK\r\ncontent-length: 3145728\r\n\r\n";
+  std::string body = bigBytes(3 << 20);
+  const std::string whole = head + body;
+  EXPECT_TRUE(writer.answerNow(head, body, false));
+  ASSERT_TRUE(writer.hasKept());
+  EXPECT_TRUE(body.empty());  // moved into the writer, not copied
+  EXPECT_EQ(runReading(writer.writeKept(), whole.size()), std::optional<bool>(true));
+  EXPECT_EQ(got, whole);
+}
+
+TEST_F(H1WriterTest, AHeadTheSocketDoesNotTakeWholeIsKeptFromWhereItStopped) {
+  std::string head = "HTTP/1.1 200 OK\r\n";
+  while (head.size() < (1 << 20))
+    head += "x-filler: " + bigBytes(100) + "\r\n";
+  head += "content-length: 5\r\n\r\n";
+  std::string body = "hello";
+  EXPECT_TRUE(writer.answerNow(head, body, false));
+  ASSERT_TRUE(writer.hasKept());
+  EXPECT_GT(writer.keptBytes(), 5u);  // part of the head, and the body
+  EXPECT_EQ(runReading(writer.writeKept(), head.size() + 5), std::optional<bool>(true));
+  EXPECT_EQ(got, head + "hello");
+}
+
+TEST_F(H1WriterTest, TheAnswerToHeadCarriesNoBody) {
+  const std::string head = "HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\n";
+  std::string body = "hello";
+  EXPECT_TRUE(writer.answerNow(head, body, true));
+  EXPECT_FALSE(writer.hasKept());
+  socket.shutdown(tcp::socket::shutdown_send);
+  peer.non_blocking(false);
+  boost::system::error_code ec;
+  asio::read(peer, asio::dynamic_buffer(got), ec);  // to the end
+  EXPECT_EQ(ec, asio::error::eof);
+  EXPECT_EQ(got, head);
+}
+
+TEST_F(H1WriterTest, AWriteThatWaitsForRoomHasTheStallDeadline) {
+  const std::string big = bigBytes(4 << 20);
+  std::optional<bool> result;
+  const auto before = SteadyClock::now();
+  asio::co_spawn(io, writer.chunk(big, false), [&](std::exception_ptr, bool ok) { result = ok; });
+  io.poll();  // the send took what fits; the rest waits for the peer to read
+  const auto after = SteadyClock::now();
+  ASSERT_FALSE(result);
+  EXPECT_TRUE(writer.writing());
+  EXPECT_GE(writer.stallDeadline(), before + kStall);
+  EXPECT_LE(writer.stallDeadline(), after + kStall);
+
+  asio::async_read(peer, asio::dynamic_buffer(got), asio::transfer_exactly(chunkOf(big).size()),
+                   [](boost::system::error_code, std::size_t) {});
+  io.restart();
+  io.run_for(std::chrono::seconds(10));
+  EXPECT_EQ(result, std::optional<bool>(true));
+  EXPECT_FALSE(writer.writing());
+  EXPECT_EQ(got, chunkOf(big));
+}
+
+TEST_F(H1WriterTest, ACallerThatResetTheConnectionMakesTheWriterGone) {
+  peer.set_option(asio::socket_base::linger(true, 0));
+  peer.close();  // a reset, which loopback delivers before close returns
+  EXPECT_EQ(writer.chunkNow("data: 1\n\n"), std::optional<bool>(false));
+  EXPECT_TRUE(writer.gone());
+  EXPECT_FALSE(writer.hasKept());
+}
+
+TEST_F(H1WriterTest, NothingIsWrittenOnAClosedSocket) {
+  socket.close();
+  std::string body = "hello";
+  EXPECT_FALSE(writer.answerNow("HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\n", body, false));
+  EXPECT_TRUE(writer.gone());
+  EXPECT_FALSE(writer.hasKept());
+}
+
+}  // namespace
+}  // namespace relay::net
