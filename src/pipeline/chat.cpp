@@ -153,7 +153,15 @@ net::Task<void> deliverStream(Worker& worker, net::ResponseSink& sink, Forwarded
   auto r0 = SteadyClock::now();
   while (more) {
     chunk.clear();
-    more = co_await f.response->read(chunk);
+    // read() in steps: a stream that waits for every event costs no frame
+    // per event for the wait.
+    std::optional<bool> got = f.response->readNow(chunk);
+    while (!got) {
+      net::Task<upstream::ResponseStream::ReadWait> wait = f.response->waitMore(chunk);
+      const upstream::ResponseStream::ReadWait read = co_await std::move(wait);
+      got = f.response->readAfter(read, chunk);
+    }
+    more = *got;
     const auto r1 = SteadyClock::now();
     record.addWait(r1 - r0);
     std::string_view out = transform.push(chunk);

@@ -182,45 +182,48 @@ std::optional<bool> Exchange::readNow(std::string& out) {
 }
 
 Task<bool> Exchange::read(std::string& out) {
-  for (;;) {
-    if (std::optional<bool> ready = readNow(out)) co_return *ready;
-    auto now = Clock::now();
-    bool idleFirst = now + deadlines_.idle < deadlines_.total;
-    watchdog_.set(std::min(now + deadlines_.idle, deadlines_.total),
-                  idleFirst ? FailureKind::kIdleTimeout : FailureKind::kTotalTimeout);
-    boost::system::error_code ec;
-    if (conn_->tls) {
-      // TLS may hold decrypted bytes the socket no longer signals: read
-      // through the stream, into the connection's buffer.
-      auto [rec, n] = co_await conn_->tls->async_read_some(
-          conn_->buffer.prepare(Connection::kReadBytes), kTuple);
-      conn_->buffer.commit(n);
-      if (n == 0) ec = rec;
-    } else {
-      // Plain TCP: an edge read (relay/net/edge_read.hpp). While it waits
-      // it holds no buffer (an open stream between events costs its socket
-      // only); parseBuffered() above takes what it brought and gives the
-      // buffer back.
-      auto [rec, n] =
-          co_await net::asyncEdgeRead(*conn_->plain, conn_->buffer, Connection::kReadBytes, kTuple);
-      if (n == 0) ec = rec;
-    }
-    if (ec == asio::error::eof && conn_->buffer.size() == 0) {
-      // A body that runs to the connection's close ends here; any other
-      // is cut short.
-      boost::system::error_code eofEc;
-      parser_->putEof(eofEc);
-      if (eofEc) {
-        fail(FailureKind::kReset, eofEc.message(), eofEc);
-        co_return false;
-      }
-      continue;
-    }
-    if (ec) {
-      fail(FailureKind::kReset, ec.message(), ec);
-      co_return false;
-    }
+  std::optional<bool> more = readNow(out);
+  while (!more) {
+    Task<ReadWait> wait = waitMore(out);
+    const ReadWait got = co_await std::move(wait);
+    more = readAfter(got, out);
   }
+  co_return *more;
+}
+
+// One read of body bytes into the connection's buffer, under the idle
+// deadline. Not a coroutine: the read's own awaitable (readAfter() takes
+// its result).
+Task<Exchange::ReadWait> Exchange::waitMore(std::string& out) {
+  (void)out;  // the bytes go to the connection's buffer; readAfter() parses them
+  auto now = Clock::now();
+  bool idleFirst = now + deadlines_.idle < deadlines_.total;
+  watchdog_.set(std::min(now + deadlines_.idle, deadlines_.total),
+                idleFirst ? FailureKind::kIdleTimeout : FailureKind::kTotalTimeout);
+  // TLS may hold decrypted bytes the socket no longer signals: it reads
+  // through the stream (readAfter() commits what it brought). Plain TCP
+  // makes an edge read (relay/net/edge_read.hpp): while it waits it holds
+  // no buffer (an open stream between events costs its socket only);
+  // parseBuffered() takes what it brought and gives the buffer back.
+  if (conn_->tls)
+    return conn_->tls->async_read_some(conn_->buffer.prepare(Connection::kReadBytes), kTuple);
+  return net::asyncEdgeRead(*conn_->plain, conn_->buffer, Connection::kReadBytes, kTuple);
+}
+
+std::optional<bool> Exchange::readAfter(const ReadWait& got, std::string& out) {
+  const auto& [rec, n] = got;
+  if (conn_->tls) conn_->buffer.commit(n);
+  const boost::system::error_code ec = n == 0 ? rec : boost::system::error_code();
+  if (ec == asio::error::eof && conn_->buffer.size() == 0) {
+    // A body that runs to the connection's close ends here; any other is
+    // cut short.
+    boost::system::error_code eofEc;
+    parser_->putEof(eofEc);
+    if (eofEc) return fail(FailureKind::kReset, eofEc.message(), eofEc);
+  } else if (ec) {
+    return fail(FailureKind::kReset, ec.message(), ec);
+  }
+  return readNow(out);
 }
 
 // The head from what the connection buffer holds: the head parsed, or what

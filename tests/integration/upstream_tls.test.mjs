@@ -8,11 +8,13 @@ import { after, before, describe, test } from 'node:test';
 
 import {
   chatRequest,
+  collectSse,
   postChat,
   readOpenAiError,
   relayConfig,
   startMock,
   startRelay,
+  streamedContent,
 } from '../lib/harness.mjs';
 import { createTestCa } from '../lib/tls.mjs';
 
@@ -88,6 +90,22 @@ describe('HTTPS upstreams', () => {
     const seen = await recorded();
     const auth = seen.at(-1).headers.find(([n]) => n.toLowerCase() === 'authorization');
     assert.equal(auth[1], `Bearer ${UPSTREAM_KEY}`);
+  });
+
+  test('a stream whose events arrive one TLS record at a time is relayed whole, usage counted', async () => {
+    // 30 events 3 ms apart: each is its own read through the TLS stream.
+    const res = await postChat(
+      env.relay,
+      chatRequest({ model: 'm-trusted', stream: true, stream_options: { include_usage: true } }),
+      { key: KEY, headers: { 'x-mock-chunks': '30', 'x-mock-chunk-delay-ms': '3' } },
+    );
+    assert.equal(res.status, 200);
+    const events = await collectSse(res);
+    assert.ok(events.at(-1).done, 'the stream ends with [DONE]');
+    const tokens = events.filter((e) => e.json?.choices?.[0]?.delta?.content);
+    assert.equal(tokens.length, 30, 'every event arrived');
+    assert.ok(streamedContent(events).length > 0);
+    assert.equal(events.at(-2).json.usage.completion_tokens, 30);
   });
 
   for (const [model, why] of [

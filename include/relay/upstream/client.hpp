@@ -14,7 +14,11 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <tuple>
+#include <utility>
 #include <vector>
+
+#include <boost/system/error_code.hpp>
 
 #include "relay/common/headers.hpp"
 #include "relay/net/exchange.hpp"
@@ -107,10 +111,36 @@ class ResponseStream {
     (void)limit;
     return std::nullopt;
   }
+  // read() in steps, for a caller that reads a whole stream in a loop:
+  //
+  //   std::optional<bool> more = s.readNow(out);
+  //   while (!more) {
+  //     Task<ReadWait> wait = s.waitMore(out);
+  //     const ReadWait got = co_await std::move(wait);
+  //     more = s.readAfter(got, out);
+  //   }
+  //
+  // The same answers as read(). The wait is the transport's own read, so a
+  // stream that waits for each of its events costs no coroutine frame of
+  // ours per event. By default the wait is read() itself and readAfter()
+  // gives its answer.
+  using ReadWait = std::tuple<boost::system::error_code, std::size_t>;
+  virtual Task<ReadWait> waitMore(std::string& out) {
+    steppedRead_ = co_await read(out);
+    co_return ReadWait{};
+  }
+  virtual std::optional<bool> readAfter(const ReadWait& got, std::string& out) {
+    (void)got;
+    (void)out;
+    return std::exchange(steppedRead_, std::nullopt);
+  }
   virtual const Failure& failure() const = 0;
   // Closes the connection now; a pending read() ends with a failure. Used at
   // shutdown, so that an open stream can still be ended with an error event.
   virtual void abort() = 0;
+
+ private:
+  std::optional<bool> steppedRead_;  // read()'s answer, for the default readAfter()
 };
 
 // What the forwarding pipeline needs of the upstreams: send one request to
