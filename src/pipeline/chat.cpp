@@ -260,6 +260,33 @@ net::Task<std::optional<ApiError>> readBody(net::Exchange& ex, KeyGate& gate, co
   co_return bodyRefusal(std::move(body), gate, snap, tenant, responseHeaders);
 }
 
+// An admission's answer into the plan (its ticket, why it was refused) and
+// the answer's x-ratelimit-* fields: the refusal, if any.
+std::optional<ApiError> takeAdmission(GateResult admitted, ChatPlan& plan, Headers& base) {
+  admitted.rateHeaders.appendTo(base);
+  plan.ticket = std::move(admitted.ticket);
+  plan.refusal = admitted.reason;
+  return std::move(admitted.refusal);
+}
+
+// The gate's answer when it has one without waiting (the local gate): true,
+// with `refused` set when refused. False: admitLater(). Plain functions, so
+// that a GateResult (560 bytes) is never in handleModelRequest's frame,
+// which every open stream keeps.
+bool admitNow(KeyGate& gate, const Snapshot& snap, ChatPlan& plan, Headers& base,
+              std::optional<ApiError>& refused) {
+  std::optional<GateResult> admitted = gate.admitNow(snap, plan.ask);
+  if (!admitted) return false;
+  refused = takeAdmission(std::move(*admitted), plan, base);
+  return true;
+}
+
+net::Task<std::optional<ApiError>> admitLater(KeyGate& gate, const Snapshot& snap, ChatPlan& plan,
+                                              Headers& base) {
+  GateResult admitted = co_await gate.admit(snap, plan.ask);
+  co_return takeAdmission(std::move(admitted), plan, base);
+}
+
 // request.rate_limited or budget.exceeded, for the event stream.
 void publishRefusal(const Snapshot& snap, const ChatRecord& record, const ChatPlan& plan,
                     const ApiError& refused) {
@@ -327,12 +354,8 @@ net::Task<void> handleModelRequest(Worker& worker, net::Exchange& ex, ModelApi a
       gate.appendRateHeaders(snap, *plan.tenant, base);
     } else {
       // The local gate decides at once; the shared one may wait for Redis.
-      std::optional<GateResult> admitted = gate.admitNow(snap, plan.ask);
-      if (!admitted) admitted = co_await gate.admit(snap, plan.ask);
-      admitted->rateHeaders.appendTo(base);
-      plan.ticket = std::move(admitted->ticket);
-      plan.refusal = admitted->reason;
-      refused = std::move(admitted->refusal);
+      if (!admitNow(gate, snap, plan, base, refused))
+        refused = co_await admitLater(gate, snap, plan, base);
     }
   }
   record.planned(plan);
