@@ -27,7 +27,18 @@ if [[ $pgo != 0 && $build_type == Release ]] && "${CXX:-c++}" --version 2>/dev/n
     cmake -S . -B "$generate" -G Ninja -DCMAKE_BUILD_TYPE=Release -DRELAY_BUILD_TESTS=OFF \
       -DRELAY_BUILD_BENCH=OFF -DRELAY_PGO=generate -DRELAY_PGO_DIR="$profile" "$@" >/dev/null
     cmake --build "$generate" -j "$jobs" --target kimi-relay kimi-relay-mock
-    if ! timeout 600 scripts/pgo-train.sh "$generate"; then
+    # A second try with other ports: a port picked free can be taken before
+    # the bind (scripts/pgo-train.sh).
+    trained=0
+    for attempt in 1 2; do
+      rm -rf "$profile"
+      if timeout 600 scripts/pgo-train.sh "$generate"; then
+        trained=1
+        break
+      fi
+      echo "scripts/build.sh: training run $attempt failed" >&2
+    done
+    if ((!trained)); then
       echo "scripts/build.sh: the training run failed: building without a profile" >&2
       rm -rf "$profile"
     fi

@@ -14,7 +14,10 @@
 #
 # Only bash, coreutils and the two binaries: the client is bash's /dev/tcp, so
 # this also runs in the container image's build stage. Loopback only; two free
-# ports are picked from 20000-59999.
+# ports are picked from 20000 up to the kernel's range for outgoing
+# connections (net.ipv4.ip_local_port_range): a port in that range can be the
+# local end of a connection (thousands, after a benchmark), which answers no
+# connect but fails a bind.
 set -euo pipefail
 export LC_ALL=C
 bin=${1:?usage: scripts/pgo-train.sh BUILD_DIR}
@@ -33,10 +36,12 @@ trap cleanup EXIT
 trap "exit 1" TERM INT
 
 port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+outgoing_from=$(cut -f1 /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
+((outgoing_from > 21000)) || outgoing_from=60000  # an unusual range: the old span
 pick_port() {
   local port
   for _ in $(seq 50); do
-    port=$((20000 + RANDOM % 40000))
+    port=$((20000 + RANDOM % (outgoing_from - 20000)))
     port_free "$port" && echo "$port" && return 0
   done
   return 1

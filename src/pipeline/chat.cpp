@@ -367,7 +367,13 @@ net::Task<void> handleModelRequest(Worker& worker, net::Exchange& ex, ModelApi a
       snap.telemetry->refusal(*plan.refusal);
       publishRefusal(snap, record, plan, *refused);
     }
-    co_await respondError(sink, std::move(base), std::move(*refused));
+    // Written without a coroutine when the socket takes it (a hot key's
+    // 429s): see respondNow().
+    net::ResponseHead head;
+    std::string body;
+    errorAnswer(std::move(base), std::move(*refused), head, body);
+    if (!sink.respondNow(head, body).has_value())
+      co_await sink.respond(std::move(head), std::move(body));
     co_return;
   }
 

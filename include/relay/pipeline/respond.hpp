@@ -25,4 +25,10 @@ struct ApiError {
 net::Task<void> respondError(net::ResponseSink& sink, Headers headers, ApiError error);
 net::Task<void> respondJson(net::ResponseSink& sink, int status, Headers headers, std::string body);
 
+// The answer respondError() gives, made into `head` and `body` and not
+// written: for a caller that writes it with ResponseSink::respondNow() (no
+// coroutine; a refused request, the common case under a hot key's limits)
+// and awaits respond() only when that cannot.
+void errorAnswer(Headers headers, ApiError error, net::ResponseHead& head, std::string& body);
+
 }  // namespace relay::pipeline
