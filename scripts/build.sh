@@ -21,7 +21,6 @@ if [[ $pgo != 0 && $build_type == Release ]] && "${CXX:-c++}" --version 2>/dev/n
   mkdir -p "$build_dir"
   profile=$(cd "$build_dir" && pwd)/pgo-profile
   if [[ $pgo == train ]] || ! compgen -G "$profile/*.gcda" >/dev/null; then
-    rm -rf "$profile"
     generate=$build_dir/pgo-generate
     echo "scripts/build.sh: building an instrumented kimi-relay in $generate to train a profile" >&2
     cmake -S . -B "$generate" -G Ninja -DCMAKE_BUILD_TYPE=Release -DRELAY_BUILD_TESTS=OFF \
@@ -32,11 +31,14 @@ if [[ $pgo != 0 && $build_type == Release ]] && "${CXX:-c++}" --version 2>/dev/n
     trained=0
     for attempt in 1 2; do
       rm -rf "$profile"
-      if timeout 600 scripts/pgo-train.sh "$generate"; then
+      status=0
+      timeout 600 scripts/pgo-train.sh "$generate" || status=$?
+      if ((status == 0)); then
         trained=1
         break
       fi
       echo "scripts/build.sh: training run $attempt failed" >&2
+      ((status != 124)) || break  # a run that hangs would hang again
     done
     if ((!trained)); then
       echo "scripts/build.sh: the training run failed: building without a profile" >&2

@@ -26,7 +26,10 @@ work=$(mktemp -d)
 pids=()
 cleanup() {
   local status=$?
+  # Waited for: each writes its profile as it exits, and the caller may
+  # clear the profile directory for another run as soon as this returns.
   for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
   if ((status != 0)); then  # what the two processes said, for the build log
     tail -n 20 "$work/relay.log" "$work/mock.log" >&2 2>/dev/null || true
   fi
@@ -65,6 +68,7 @@ key=kr-pgo-training-key
 key_sha=$(printf %s "$key" | sha256sum | cut -d' ' -f1)
 mock_port=$(pick_port)
 relay_port=$(pick_port)
+while ((relay_port == mock_port)); do relay_port=$(pick_port); done
 "$bin/kimi-relay-mock" --listen "127.0.0.1:$mock_port" --name train --api-key train-upstream-key \
   --workers 1 --chunks 19 --chunk-delay-ms 0 --no-record >"$work/mock.log" 2>&1 &
 mock_pid=$!

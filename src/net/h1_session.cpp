@@ -114,15 +114,26 @@ class H1Session final : public ResponseSink,
   // ResponseSink ----------------------------------------------------------
 
   Task<bool> respond(ResponseHead head, std::string body) override {
-    if (!*respondNow(head, body)) co_return false;
+    if (!answerNow(head, body)) co_return false;
     if (writer_.hasKept()) co_return co_await writer_.writeKept();
     co_return true;
   }
 
-  // The head is made in the thread's buffer and, nearly always, written at
-  // once with the body. What the socket does not take the writer keeps:
-  // respond() writes it at once, serve() when the handler has returned.
+  // On plaintext the answer is written at once (answerNow()) and what the
+  // socket does not take is kept: serve() writes it when the handler has
+  // returned. TLS: nullopt, nothing begun (a TLS write is never complete at
+  // once; the caller awaits respond()).
   std::optional<bool> respondNow(ResponseHead& head, std::string& body) override {
+    if constexpr (!std::is_same_v<Stream, tcp::socket>) {
+      return std::nullopt;
+    } else {
+      return answerNow(head, body);
+    }
+  }
+
+  // The head is made in the thread's buffer and, nearly always, written at
+  // once with the body; the writer keeps what the socket does not take.
+  bool answerNow(ResponseHead& head, std::string& body) {
     if (gone() || started_) return false;
     started_ = true;
     finished_ = true;
@@ -324,12 +335,13 @@ class H1Session final : public ResponseSink,
       // free the session, which the watchdog keeps alive). The cancellation
       // was for the handler only.
       co_await asio::this_coro::reset_cancellation_state();
-      // An answer respondNow() began is written whole. Bytes kept of a
-      // stream the handler left unfinished are not: that connection is
-      // reset below, and waiting to write them to a caller that does not
-      // read would only delay it.
+      // An answer respondNow() began is written whole, also to a caller
+      // that has half-closed its side (peerGone_: EOF; a reset fails the
+      // write). Bytes kept of a stream the handler left unfinished are not:
+      // that connection is reset below, and waiting to write them to a
+      // caller that does not read would only delay it.
       if (writer_.hasKept()) {
-        if (finished_ && !gone() && !peerGone_) {
+        if (finished_ && !gone()) {
           co_await writer_.writeKept();
         } else {
           writer_.dropKept();

@@ -84,8 +84,9 @@ class H1Writer {
   // part of it, the rest is kept and the answer is nullopt: the caller then
   // awaits writeKept() (so the rest goes out as soon as the caller makes
   // room, under the stall deadline). Also nullopt, with nothing sent, when
-  // bytes are already kept, and on TLS (its writes are never known complete
-  // at once): the caller awaits chunk(). False when the connection is gone.
+  // bytes are already kept (the caller owes writeKept() first) and on TLS
+  // (its writes are never known complete at once: the caller awaits
+  // chunk()). False when the connection is gone.
   std::optional<bool> chunkNow(std::string_view bytes) {
     if constexpr (!std::is_same_v<Stream, tcp::socket>) {
       return std::nullopt;
