@@ -245,7 +245,7 @@ describe('HTTP/2 requests that never finish', () => {
   });
 });
 
-describe('HTTP/2 clients that take nothing', () => {
+describe('callers that take nothing', () => {
   const env = {};
   before(async () => {
     env.mock = await startMock({ name: 'window', apiKey: UPSTREAM_KEY });
@@ -261,9 +261,13 @@ describe('HTTP/2 clients that take nothing', () => {
     await Promise.all([env.relay, env.mock].filter(Boolean).map((p) => p.stop()));
   });
 
+  const stalls = async () =>
+    metricSum(await scrapeMetrics(env.relay), 'kimi_relay_limit_hits_total', { limit: 'write_stall' });
+
   // A zero window keeps every DATA frame back; without a bound the stream
   // and its connection stayed open for ever (found by tests/fuzz/fuzz_h2_session).
   test('a stream whose window never opens is reset after idle_timeout_ms, then the connection closes', async () => {
+    const stallsBefore = await stalls();
     const conn = await connectRaw(Number(new URL(env.relay.url).port));
     try {
       const t0 = performance.now();
@@ -293,8 +297,97 @@ describe('HTTP/2 clients that take nothing', () => {
       assert.ok(waited >= 350, `reset after ${waited} ms, before idle_timeout_ms`);
       assert.equal(conn.frames.filter((f) => f.type === TYPE.DATA && f.length > 0).length, 0);
       await conn.nextFrame((f) => f.type === TYPE.GOAWAY, { timeoutMs: 5000, what: 'GOAWAY once idle' });
+      assert.equal(await stalls(), stallsBefore + 1, 'the reset is counted as write_stall');
     } finally {
       conn.destroy();
+    }
+  });
+
+  // HTTP/1.1 has no window: a caller that stops reading shows only as a
+  // write the socket does not take. The session's watchdog resets the
+  // connection once one write has waited idle_timeout_ms, so a caller that
+  // reads nothing cannot hold its stream (and the upstream connection under
+  // it) for ever. The caller's socket is paused from the start: its receive
+  // window never grows, and the gateway's writes stall after a few MB.
+  async function stalledHttp1(headers, body) {
+    const port = Number(new URL(env.relay.url).port);
+    const sock = net.connect(port, '127.0.0.1');
+    await once(sock, 'connect');
+    sock.pause();
+    sock.on('error', () => {}); // the reset, once we read again
+    const t0 = performance.now();
+    sock.write(
+      'POST /v1/chat/completions HTTP/1.1\r\nhost: relay\r\n' +
+        `authorization: Bearer ${KEY}\r\ncontent-type: application/json\r\n${headers}` +
+        `content-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
+    );
+    return { sock, t0 };
+  }
+
+  // Reads what the gateway sent before the reset, to the socket's end.
+  async function drain(sock) {
+    let received = 0;
+    let tail = '';
+    sock.on('data', (chunk) => {
+      received += chunk.length;
+      tail = (tail + chunk.toString('latin1')).slice(-64);
+    });
+    const ended = new Promise((resolve) => sock.once('close', resolve));
+    sock.resume();
+    await ended;
+    return { received, tail };
+  }
+
+  test('HTTP/1.1: a streamed answer the caller does not read is reset after idle_timeout_ms (write_stall), and its upstream request cancelled', async () => {
+    const before = await stalls();
+    const openBefore = metricSum(await scrapeMetrics(env.relay), 'kimi_relay_open_connections');
+    const body = JSON.stringify(chatRequest({ model: 'm-w', stream: true }));
+    // 100,000 events of about 190 bytes: some 19 MB, far more than the
+    // paused caller's socket and the gateway's send buffer hold.
+    const { sock, t0 } = await stalledHttp1('x-mock-chunks: 100000\r\nx-mock-chunk-delay-ms: 0\r\n', body);
+    try {
+      await waitFor(async () => (await stalls()) === before + 1, {
+        timeoutMs: 6000,
+        what: 'kimi_relay_limit_hits_total{limit="write_stall"} to count the stalled write',
+      });
+      const waited = performance.now() - t0;
+      assert.ok(waited >= 350, `reset after ${waited.toFixed(0)} ms, before idle_timeout_ms`);
+      // The gateway stopped reading from the upstream while the caller took
+      // nothing; the reset cancels that request.
+      await waitFor(async () => (await env.mock.stats()).in_flight === 0, {
+        timeoutMs: 3000,
+        what: 'the upstream stream to be cancelled',
+      });
+      const { received, tail } = await drain(sock);
+      assert.ok(received > 0 && received < 19_000_000, `got ${received} bytes: the stream was cut`);
+      assert.doesNotMatch(tail, /\[DONE\]/, 'the stream did not end normally');
+      await waitFor(async () => metricSum(await scrapeMetrics(env.relay), 'kimi_relay_open_connections') <= openBefore, {
+        timeoutMs: 3000,
+        what: 'the connection to be given back',
+      });
+    } finally {
+      sock.destroy();
+    }
+    const res = await postChat(env.relay, chatRequest({ model: 'm-w' }), { key: KEY });
+    assert.equal(res.status, 200, 'the next caller is served');
+    await res.arrayBuffer();
+  });
+
+  test('HTTP/1.1: a whole answer the caller does not read is reset after idle_timeout_ms (write_stall)', async () => {
+    const before = await stalls();
+    const bytes = 40_000_000; // within max_response_bytes (64 MiB), far more than the sockets hold
+    const body = JSON.stringify(chatRequest({ model: 'm-w' }));
+    const { sock, t0 } = await stalledHttp1(`x-mock-fault: body_bytes=${bytes}\r\n`, body);
+    try {
+      await waitFor(async () => (await stalls()) === before + 1, {
+        timeoutMs: 8000,
+        what: 'kimi_relay_limit_hits_total{limit="write_stall"} to count the stalled write',
+      });
+      assert.ok(performance.now() - t0 >= 350, 'not before idle_timeout_ms');
+      const { received } = await drain(sock);
+      assert.ok(received > 0 && received < bytes, `got ${received} bytes: the answer was cut`);
+    } finally {
+      sock.destroy();
     }
   });
 });

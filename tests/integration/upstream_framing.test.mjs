@@ -8,7 +8,7 @@ import { after, describe, test } from 'node:test';
 
 import { CAPTURE_REPLY_CONTENT, startCaptureUpstream } from '../lib/capture_upstream.mjs';
 import { KEYS, useTopology } from '../lib/fixtures.mjs';
-import { chatRequest } from '../lib/harness.mjs';
+import { chatRequest, collectSse, streamedContent } from '../lib/harness.mjs';
 
 const interim = await startCaptureUpstream({ interim: true });
 // The client reads at most 8 interim answers before the final one.
@@ -31,7 +31,11 @@ const lengthFramed = await startCaptureUpstream({ contentLength: LENGTH_BODY });
 // The same head with a Transfer-Encoding too, which frames the body to the
 // connection's end: the declared length does not bound what follows.
 const codingFramed = await startCaptureUpstream({ contentLength: LENGTH_BODY, codingOver: 1000 });
-const raw = [interim, interimAtCap, interimOverCap, trailer, headAtCap, headOverCap, headEndless, noBody, lengthFramed, codingFramed];
+// Streams whose end is the connection's close, an event per read.
+const SSE_EVENTS = 20;
+const sseUntilClose = await startCaptureUpstream({ sseUntilClose: { events: SSE_EVENTS } });
+const sseCutAtClose = await startCaptureUpstream({ sseUntilClose: { events: SSE_EVENTS, cut: true } });
+const raw = [interim, interimAtCap, interimOverCap, trailer, headAtCap, headOverCap, headEndless, noBody, lengthFramed, codingFramed, sseUntilClose, sseCutAtClose];
 after(() => Promise.all(raw.map((u) => u.close())));
 
 const env = useTopology({
@@ -46,6 +50,8 @@ const env = useTopology({
     { name: 'length-cap', url: lengthFramed.url, apiKey: 'sk-length-cap-secret-3e5a7c9b1d3f5a7c9e1b', weight: 1, max_response_bytes: LENGTH_BODY, models: { 'kimi-length-cap': 'kimi-length-up' } },
     { name: 'length-under', url: lengthFramed.url, apiKey: 'sk-length-under-secret-5a7c9e1b3d5f7a9c1e3b', weight: 1, max_response_bytes: LENGTH_BODY - 1, models: { 'kimi-length-under': 'kimi-length-up' } },
     { name: 'coding-over', url: codingFramed.url, apiKey: 'sk-coding-over-secret-7c9e1b3d5f7a9c1e3b5d', weight: 1, max_response_bytes: LENGTH_BODY, models: { 'kimi-coding-over': 'kimi-length-up' } },
+    { name: 'sse-close', url: sseUntilClose.url, apiKey: 'sk-sse-close-secret-2c4e6a8c0e2a4c6e8a0c', weight: 1, models: { 'kimi-sse-close': 'kimi-sse-close-up' } },
+    { name: 'sse-cut', url: sseCutAtClose.url, apiKey: 'sk-sse-cut-secret-4e6a8c0e2a4c6e8a0c2e', weight: 1, models: { 'kimi-sse-cut': 'kimi-sse-cut-up' } },
     { name: 'no-body', url: noBody.url, apiKey: 'sk-no-body-secret-1d3f5b7a9c1e3d5f7b9a', weight: 1, models: { 'kimi-no-body': 'kimi-no-body-up' } },
   ],
 });
@@ -167,5 +173,39 @@ describe('upstream framing', () => {
       assert.equal(res.headers.get('x-upstream-request-id'), id);
     }
     assert.equal(noBody.requests.length, 2);
+  });
+
+  async function stream(model) {
+    const res = await fetch(`${env.relay.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: auth,
+      body: JSON.stringify(chatRequest({ model, stream: true, stream_options: { include_usage: true } })),
+    });
+    assert.equal(res.status, 200);
+    assert.match(res.headers.get('content-type'), /^text\/event-stream/);
+    return collectSse(res);
+  }
+
+  test('a stream whose body ends at the connection\'s close, an event per read: every event, the usage and [DONE], twice', async () => {
+    const expected = Array.from({ length: SSE_EVENTS }, (_, i) => `part${i} `).join('');
+    for (let i = 0; i < 2; i++) {
+      const events = await stream('kimi-sse-close');
+      assert.equal(streamedContent(events), expected);
+      const usage = events.find((e) => e.json?.usage)?.json.usage;
+      assert.deepEqual(usage, { prompt_tokens: 3, completion_tokens: SSE_EVENTS, total_tokens: 3 + SSE_EVENTS });
+      assert.ok(events.at(-1).done, 'the stream ends with [DONE]');
+      assert.equal(events.filter((e) => e.json?.error).length, 0, 'no error event');
+    }
+    assert.equal(sseUntilClose.requests.length, 2, 'one connection per answer: a closed one is not reused');
+  });
+
+  test('a stream the upstream closes in the middle of an event: the events before it, then an error event naming the cut', async () => {
+    const events = await stream('kimi-sse-cut');
+    const expected = Array.from({ length: SSE_EVENTS }, (_, i) => `part${i} `).join('');
+    assert.equal(streamedContent(events), expected, 'every whole event was passed on');
+    const error = events.find((e) => e.json?.error)?.json.error;
+    assert.ok(error, 'an error event ends the stream');
+    assert.match(error.message, /'sse-cut' ended the stream in the middle of an event/);
+    assert.doesNotMatch(JSON.stringify(events), /never whole/, 'no part of the cut event reached the caller');
   });
 });

@@ -11,7 +11,7 @@
 // x-upstream-hop, Keep-Alive, Proxy-Connection, chunked Transfer-Encoding), so
 // a test can also check that none of them reaches the caller.
 //
-//   startCaptureUpstream({interim, errorWithTrailer, headBytes, endlessHead, noBodyLength, contentLength, codingOver})
+//   startCaptureUpstream({interim, errorWithTrailer, headBytes, endlessHead, noBodyLength, contentLength, codingOver, sseUntilClose})
 //     -> {url, port, hostPort, requests, closedByPeer(), close()}
 //     requests  [{requestLine, method, target, headers: [[name, value]], body}]
 //     interim           how many "103 Early Hints" heads come first (true = 1);
@@ -35,6 +35,12 @@
 //                       Transfer-Encoding other than chunked (gzip), which
 //                       frames the body to the connection's end instead,
 //                       and this many more bytes follow in the same write
+//     sseUntilClose     {events, cut}: the answer is an SSE stream framed by
+//                       the connection's close (no Content-Length, not
+//                       chunked): `events` content events, a usage event
+//                       and [DONE], each in a write of its own 5 ms apart,
+//                       then the close. With `cut`, the close comes after
+//                       the content events and half of one more instead
 //     closedByPeer()    resolves once a connection the upstream wrote to was
 //                       closed by the other side, with the bytes written to it
 
@@ -104,6 +110,51 @@ function padHead(text, bytes) {
   return text.slice(0, -2) + `X-Padding: ${'p'.repeat(padding)}\r\n\r\n`;
 }
 
+// An SSE stream whose end is the connection's close: each event in a write
+// of its own, so that the gateway reads them one at a time.
+function writeSseUntilClose(socket, model, { events, cut = false }, written) {
+  const event = (obj) => `data: ${JSON.stringify(obj)}\n\n`;
+  const chunk = (delta, extra = {}) =>
+    event({
+      id: 'chatcmpl-close',
+      object: 'chat.completion.chunk',
+      created: 1_700_000_000,
+      model,
+      choices: [{ index: 0, delta, logprobs: null, finish_reason: null }],
+      ...extra,
+    });
+  const parts = ['HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n'];
+  for (let i = 0; i < events; ++i) parts.push(chunk({ content: `part${i} ` }));
+  if (cut) {
+    const next = chunk({ content: 'never whole' });
+    parts.push(next.slice(0, next.length >> 1));
+  } else {
+    parts.push(
+      event({
+        id: 'chatcmpl-close',
+        object: 'chat.completion.chunk',
+        created: 1_700_000_000,
+        model,
+        choices: [],
+        usage: { prompt_tokens: 3, completion_tokens: events, total_tokens: 3 + events },
+      }),
+      'data: [DONE]\n\n',
+    );
+  }
+  let i = 0;
+  const next = () => {
+    if (socket.destroyed) return;
+    if (i === parts.length) {
+      socket.end();
+      return;
+    }
+    written.bytes += parts[i].length;
+    socket.write(parts[i++]);
+    setTimeout(next, 5);
+  };
+  next();
+}
+
 // Writes header field lines to `socket` until it closes, respecting its
 // backpressure; returns the count of bytes written so far through `written`.
 function writeEndlessHead(socket, written) {
@@ -129,6 +180,7 @@ export async function startCaptureUpstream({
   noBodyLength = 0,
   contentLength = 0,
   codingOver = 0,
+  sseUntilClose = null,
 } = {}) {
   const requests = [];
   const sockets = new Set();
@@ -184,6 +236,10 @@ export async function startCaptureUpstream({
         );
         if (endlessHead) {
           writeEndlessHead(socket, written);
+          continue;
+        }
+        if (sseUntilClose) {
+          writeSseUntilClose(socket, model, sseUntilClose, written);
           continue;
         }
         const id = request.headers.find(([n]) => n.toLowerCase() === 'x-request-id')?.[1];
