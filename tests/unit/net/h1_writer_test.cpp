@@ -9,6 +9,9 @@
 #include <chrono>
 #include <cstddef>
 #include <optional>
+#include <cstdint>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <string>
 #include <sys/socket.h>
@@ -50,7 +53,28 @@ class H1WriterTest : public ::testing::Test {
     acceptor.accept(socket);
     socket.set_option(asio::socket_base::send_buffer_size(4096));
     socket.non_blocking(true);  // as the session makes it
+    socket.set_option(tcp::no_delay(true));  // so is this: each send leaves at once
   }
+
+  // TCP segments the writer's socket has sent: with no_delay, a small send
+  // is one segment, so this counts sends.
+  unsigned segmentsOut() {
+    TcpInfo info{};
+    socklen_t len = sizeof info;
+    EXPECT_EQ(::getsockopt(socket.native_handle(), IPPROTO_TCP, TCP_INFO, &info, &len), 0);
+    EXPECT_GE(len, sizeof info) << "this kernel does not report tcpi_segs_out";
+    return info.segsOut;
+  }
+
+  // The kernel's tcp_info as far as tcpi_segs_out (Linux 4.2): glibc's
+  // struct ends before it, and <linux/tcp.h> cannot be included beside
+  // <netinet/tcp.h>. The kernel only ever appends to it.
+  struct TcpInfo {
+    tcp_info base;
+    std::uint64_t pacingRate, maxPacingRate, bytesAcked, bytesReceived;
+    std::uint32_t segsOut, segsIn;
+  };
+  static_assert(offsetof(TcpInfo, segsOut) == 136, "tcpi_segs_out's offset in the kernel's struct");
 
   // Runs `task` while the peer reads `expected` bytes in all (what was sent
   // before included); both must end within a few seconds.
@@ -98,9 +122,11 @@ class H1WriterTest : public ::testing::Test {
 TEST_F(H1WriterTest, AChunkTheSocketTakesIsSentWithTheHeldHeadInOneGo) {
   const std::string head = "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n";
   writer.holdHead(head);
+  const unsigned segments = segmentsOut();
   EXPECT_EQ(writer.chunkNow("data: 1\n\n"), std::optional<bool>(true));
   EXPECT_FALSE(writer.hasKept());
   EXPECT_EQ(arrived((head + chunkOf("data: 1\n\n")).size()), head + chunkOf("data: 1\n\n"));
+  EXPECT_EQ(segmentsOut() - segments, 1u) << "the head and the first chunk left in more than one send";
   // The head went once.
   EXPECT_EQ(writer.chunkNow("data: 2\n\n"), std::optional<bool>(true));
   const std::string both = head + chunkOf("data: 1\n\n") + chunkOf("data: 2\n\n");
