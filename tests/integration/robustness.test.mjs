@@ -84,6 +84,67 @@ describe('callers leaving', () => {
     assert.equal(await ejections(), 0);
   });
 
+  // A caller's FIN is taken as its leaving (docs/architecture.md, "A caller
+  // that half-closes"): on TCP a shutdown(SHUT_WR) and a close() look the
+  // same until a write fails, and an upstream request for a caller that is
+  // gone costs tokens. nginx (proxy_ignore_client_abort off) does the same.
+  async function halfClosed(request) {
+    const { hostname, port } = new URL(env.relay.url);
+    const sock = net.connect({ host: hostname, port: Number(port), allowHalfOpen: true });
+    await once(sock, 'connect');
+    let text = '';
+    sock.on('data', (chunk) => {
+      text += chunk.toString('latin1');
+    });
+    const closed = new Promise((resolve) => sock.once('end', resolve));
+    sock.write(request);
+    return { sock, closed, text: () => text };
+  }
+
+  test('a caller that half-closes while its request waits upstream has left: the upstream request is cancelled, the connection closed', async () => {
+    const before = await env.mock.stats();
+    const body = JSON.stringify(chatRequest({ model: 'm-solo' }));
+    const { sock, closed, text } = await halfClosed(
+      `POST /v1/chat/completions HTTP/1.1\r\nhost: relay\r\nauthorization: Bearer ${KEY}\r\n` +
+        `content-type: application/json\r\nx-mock-fault: first_byte_delay_ms=3000\r\n` +
+        `content-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
+    );
+    try {
+      await waitFor(async () => (await env.mock.stats()).in_flight > 0, { what: 'the upstream request' });
+      const t0 = performance.now();
+      sock.end();
+      await closed;
+      assert.ok(performance.now() - t0 < 2000, 'the gateway closed at once, not after the answer');
+      assert.equal(text(), '', 'nothing was written to a caller that left');
+      await waitFor(async () => (await env.mock.stats()).in_flight === 0, {
+        timeoutMs: 3000,
+        what: 'the upstream request to be cancelled',
+      });
+      assert.equal((await env.mock.stats()).cancelled, before.cancelled + 1, 'cancelled, not answered');
+      assert.equal(await ejections(), 0, 'a caller leaving is not an upstream failure');
+    } finally {
+      sock.destroy();
+    }
+  });
+
+  test('a request whose FIN follows it at once (printf | nc) is answered when its answer needs no upstream', async () => {
+    const { sock, closed, text } = await halfClosed(
+      `GET /v1/models HTTP/1.1\r\nhost: relay\r\nauthorization: Bearer ${KEY}\r\n\r\n`,
+    );
+    try {
+      sock.end();
+      await closed;
+      const answer = text();
+      assert.match(answer, /^HTTP\/1\.1 200 /);
+      const length = Number(/\r\ncontent-length: (\d+)\r\n/i.exec(answer)?.[1]);
+      const bodyText = answer.slice(answer.indexOf('\r\n\r\n') + 4);
+      assert.equal(Buffer.byteLength(bodyText, 'latin1'), length, 'the whole answer');
+      assert.ok(JSON.parse(bodyText).data.some((m) => m.id === 'm-solo'));
+    } finally {
+      sock.destroy();
+    }
+  });
+
   // The session cancels a running handler when its caller leaves; that left
   // the request loop's cancellation state set, the loop's next co_await threw,
   // and the connection was never closed nor its session freed (found by
