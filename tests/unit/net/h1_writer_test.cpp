@@ -8,10 +8,10 @@
 #include <charconv>
 #include <chrono>
 #include <cstddef>
-#include <optional>
 #include <cstdint>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <optional>
 #include <poll.h>
 #include <string>
 #include <sys/socket.h>
@@ -52,7 +52,7 @@ class H1WriterTest : public ::testing::Test {
     peer.connect(acceptor.local_endpoint());
     acceptor.accept(socket);
     socket.set_option(asio::socket_base::send_buffer_size(4096));
-    socket.non_blocking(true);  // as the session makes it
+    socket.non_blocking(true);               // as the session makes it
     socket.set_option(tcp::no_delay(true));  // so is this: each send leaves at once
   }
 
@@ -126,7 +126,8 @@ TEST_F(H1WriterTest, AChunkTheSocketTakesIsSentWithTheHeldHeadInOneGo) {
   EXPECT_EQ(writer.chunkNow("data: 1\n\n"), std::optional<bool>(true));
   EXPECT_FALSE(writer.hasKept());
   EXPECT_EQ(arrived((head + chunkOf("data: 1\n\n")).size()), head + chunkOf("data: 1\n\n"));
-  EXPECT_EQ(segmentsOut() - segments, 1u) << "the head and the first chunk left in more than one send";
+  EXPECT_EQ(segmentsOut() - segments, 1u)
+      << "the head and the first chunk left in more than one send";
   // The head went once.
   EXPECT_EQ(writer.chunkNow("data: 2\n\n"), std::optional<bool>(true));
   const std::string both = head + chunkOf("data: 1\n\n") + chunkOf("data: 2\n\n");
