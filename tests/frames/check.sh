@@ -39,8 +39,23 @@ if [[ -z $frames ]]; then
   exit 1
 fi
 
+# mimalloc's size classes (bytes), to tell a budget that a frame no longer
+# needs: the check then says so, so that the saving is locked in.
+classes=(8 16 24 32 40 48 56 64 80 96 112 128 160 192 224 256 320 384 448 512 640 768 896 1024
+  1280 1536 1792 2048 2560 3072 3584 4096 5120 6144 7168 8192 10240 12288 14336 16384)
+classOf() {
+  local c
+  for c in "${classes[@]}"; do
+    if (($1 <= c)); then
+      echo "$c"
+      return
+    fi
+  done
+  echo "$1"
+}
+
 status=0
-printf '%-60s %7s %7s %7s\n' "frame" "bytes" "alloc" "budget"
+printf '%7s %7s %7s  %s\n' "bytes" "alloc" "budget" "frame"
 while IFS= read -r line; do
   [[ -z ${line// /} || $line == \#* ]] && continue
   # <budget> <match> | <why>
@@ -59,11 +74,16 @@ while IFS= read -r line; do
   fi
   while IFS= read -r frame; do
     bytes=${frame%% *}
+    name=${frame#* }
     alloc=$(((bytes + 3) / 4 * 4 + 1))
-    printf '%-60s %7d %7d %7d\n' "${match:0:60}" "$bytes" "$alloc" "$budget"
+    short=${name//boost::asio::basic_stream_socket<boost::asio::ip::tcp, boost::asio::any_io_executor>/tcp::socket}
+    short=${short//boost::asio::ssl::stream/ssl::stream}
+    printf '%7d %7d %7d  %s\n' "$bytes" "$alloc" "$budget" "${short:0:120}"
     if ((alloc > budget)); then
-      echo "FAIL: ${frame#* }: a frame of $bytes bytes asks for $alloc, over its budget of $budget bytes (the allocator's size class; paid$why)." >&2
+      echo "FAIL: $short: a frame of $bytes bytes asks for $alloc, over its budget of $budget bytes (the allocator's size class; paid$why)." >&2
       status=1
+    elif (($(classOf "$alloc") < budget)); then
+      echo "note: $short now fits the $(classOf "$alloc")-byte class: lower its budget in $budgets to keep it there." >&2
     fi
   done <<<"$found"
 done <"$budgets"

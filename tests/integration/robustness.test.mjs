@@ -13,6 +13,16 @@ import { PREFACE, SETTING, TYPE, connectRaw, dataFrame, frame, headersFrame, set
 import { metricSum, scrapeMetrics } from '../lib/metrics.mjs';
 
 const KEY = 'kr-test-robustness-7c5a3e1b9d7f5c3a1e9b7d5f3c1a9e7b';
+
+// `promise`, or a failure naming `what` after `ms`: a socket event that
+// never comes fails its test instead of hanging the file.
+function within(promise, ms, what) {
+  let timer;
+  const timeout = new Promise((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`no ${what} within ${ms} ms`)), ms);
+  });
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+}
 const UPSTREAM_KEY = 'sk-robustness-upstream-2e4c6a8b0d2f4e6a8c0b';
 
 describe('callers leaving', () => {
@@ -96,9 +106,9 @@ describe('callers leaving', () => {
     sock.on('data', (chunk) => {
       text += chunk.toString('latin1');
     });
-    const closed = new Promise((resolve) => sock.once('end', resolve));
+    const ended = new Promise((resolve) => sock.once('end', resolve));
     sock.write(request);
-    return { sock, closed, text: () => text };
+    return { sock, closed: () => within(ended, 5000, 'close from the gateway'), text: () => text };
   }
 
   test('a caller that half-closes while its request waits upstream has left: the upstream request is cancelled, the connection closed', async () => {
@@ -113,14 +123,16 @@ describe('callers leaving', () => {
       await waitFor(async () => (await env.mock.stats()).in_flight > 0, { what: 'the upstream request' });
       const t0 = performance.now();
       sock.end();
-      await closed;
+      await closed();
       assert.ok(performance.now() - t0 < 2000, 'the gateway closed at once, not after the answer');
       assert.equal(text(), '', 'nothing was written to a caller that left');
-      await waitFor(async () => (await env.mock.stats()).in_flight === 0, {
-        timeoutMs: 3000,
-        what: 'the upstream request to be cancelled',
-      });
-      assert.equal((await env.mock.stats()).cancelled, before.cancelled + 1, 'cancelled, not answered');
+      await waitFor(
+        async () => {
+          const now = await env.mock.stats();
+          return now.in_flight === 0 && now.cancelled === before.cancelled + 1;
+        },
+        { timeoutMs: 3000, what: 'the upstream request to be cancelled' },
+      );
       assert.equal(await ejections(), 0, 'a caller leaving is not an upstream failure');
     } finally {
       sock.destroy();
@@ -133,13 +145,31 @@ describe('callers leaving', () => {
     );
     try {
       sock.end();
-      await closed;
+      await closed();
       const answer = text();
       assert.match(answer, /^HTTP\/1\.1 200 /);
       const length = Number(/\r\ncontent-length: (\d+)\r\n/i.exec(answer)?.[1]);
       const bodyText = answer.slice(answer.indexOf('\r\n\r\n') + 4);
       assert.equal(Buffer.byteLength(bodyText, 'latin1'), length, 'the whole answer');
       assert.ok(JSON.parse(bodyText).data.some((m) => m.id === 'm-solo'));
+    } finally {
+      sock.destroy();
+    }
+  });
+
+  test('a chat request with a wrong key and its FIN right behind it gets its 401', async () => {
+    const body = JSON.stringify(chatRequest({ model: 'm-solo' }));
+    const { sock, closed, text } = await halfClosed(
+      `POST /v1/chat/completions HTTP/1.1\r\nhost: relay\r\nauthorization: Bearer kr-not-a-key-of-this-gateway\r\n` +
+        `content-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
+    );
+    try {
+      sock.end();
+      await closed();
+      const answer = text();
+      assert.match(answer, /^HTTP\/1\.1 401 /);
+      const bodyText = answer.slice(answer.indexOf('\r\n\r\n') + 4);
+      assert.equal(JSON.parse(bodyText).error.code, 'invalid_api_key');
     } finally {
       sock.destroy();
     }
@@ -314,7 +344,11 @@ describe('callers that take nothing', () => {
       relayConfig({
         server: { idle_timeout_ms: 400 },
         keys: [{ name: 'robust', key: KEY }],
-        upstreams: [{ name: 'window', url: env.mock.url, apiKey: UPSTREAM_KEY, models: { 'm-w': 'm-w' } }],
+        // Events up to 16 MiB: a stream whose first event the caller's socket
+        // cannot take (the HTTP/1.1 stall below).
+        upstreams: [
+          { name: 'window', url: env.mock.url, apiKey: UPSTREAM_KEY, max_event_bytes: 16 * 1024 * 1024, models: { 'm-w': 'm-w' } },
+        ],
       }),
     );
   });
@@ -376,58 +410,77 @@ describe('callers that take nothing', () => {
     await once(sock, 'connect');
     sock.pause();
     sock.on('error', () => {}); // the reset, once we read again
+    const ended = new Promise((resolve) => sock.once('close', resolve));
     const t0 = performance.now();
     sock.write(
       'POST /v1/chat/completions HTTP/1.1\r\nhost: relay\r\n' +
         `authorization: Bearer ${KEY}\r\ncontent-type: application/json\r\n${headers}` +
         `content-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
     );
-    return { sock, t0 };
+    return { sock, t0, ended };
   }
 
   // Reads what the gateway sent before the reset, to the socket's end.
-  async function drain(sock) {
+  async function drain({ sock, ended }) {
     let received = 0;
     let tail = '';
     sock.on('data', (chunk) => {
       received += chunk.length;
       tail = (tail + chunk.toString('latin1')).slice(-64);
     });
-    const ended = new Promise((resolve) => sock.once('close', resolve));
     sock.resume();
-    await ended;
+    await within(ended, 10_000, 'end of the reset connection');
     return { received, tail };
   }
 
+  // Waits for the write_stall count to pass `before`, then checks it moved
+  // by exactly one.
+  async function oneStallAfter(before, timeoutMs) {
+    await waitFor(async () => (await stalls()) > before, {
+      timeoutMs,
+      what: 'kimi_relay_limit_hits_total{limit="write_stall"} to count the stalled write',
+    });
+    assert.equal(await stalls(), before + 1, 'one stalled write, one count');
+  }
+
   test('HTTP/1.1: a streamed answer the caller does not read is reset after idle_timeout_ms (write_stall), and its upstream request cancelled', async () => {
+    const EVENT = 12_000_000;
     const before = await stalls();
+    const mockBefore = await env.mock.stats();
     const openBefore = metricSum(await scrapeMetrics(env.relay), 'kimi_relay_open_connections');
     const body = JSON.stringify(chatRequest({ model: 'm-w', stream: true }));
-    // 100,000 events of about 190 bytes: some 19 MB, far more than the
-    // paused caller's socket and the gateway's send buffer hold.
-    const { sock, t0 } = await stalledHttp1('x-mock-chunks: 100000\r\nx-mock-chunk-delay-ms: 0\r\n', body);
+    // A first event of 12 MB (under this upstream's max_event_bytes), far
+    // more than the paused caller's socket and the gateway's send buffer
+    // take (over loopback's 64 KiB segments the kernel grows a send buffer
+    // past 1 MB), then 1,000 events 10 ms apart: the upstream is still
+    // sending when the gateway gives up on the caller.
+    const stalled = await stalledHttp1(
+      `x-mock-fault: event_bytes=${EVENT}\r\nx-mock-chunks: 1000\r\nx-mock-chunk-delay-ms: 10\r\n`,
+      body,
+    );
     try {
-      await waitFor(async () => (await stalls()) === before + 1, {
-        timeoutMs: 6000,
-        what: 'kimi_relay_limit_hits_total{limit="write_stall"} to count the stalled write',
-      });
-      const waited = performance.now() - t0;
+      await oneStallAfter(before, 6000);
+      const waited = performance.now() - stalled.t0;
       assert.ok(waited >= 350, `reset after ${waited.toFixed(0)} ms, before idle_timeout_ms`);
-      // The gateway stopped reading from the upstream while the caller took
-      // nothing; the reset cancels that request.
-      await waitFor(async () => (await env.mock.stats()).in_flight === 0, {
-        timeoutMs: 3000,
-        what: 'the upstream stream to be cancelled',
-      });
-      const { received, tail } = await drain(sock);
-      assert.ok(received > 0 && received < 19_000_000, `got ${received} bytes: the stream was cut`);
+      // The reset ends the exchange, and with it the upstream request, ten
+      // seconds before the upstream would have finished it.
+      await waitFor(
+        async () => {
+          const now = await env.mock.stats();
+          return now.in_flight === 0 && now.cancelled === mockBefore.cancelled + 1;
+        },
+        { timeoutMs: 3000, what: 'the upstream stream to be cancelled' },
+      );
+      assert.equal((await env.mock.stats()).completed_streams, mockBefore.completed_streams, 'not finished upstream');
+      const { received, tail } = await drain(stalled);
+      assert.ok(received > 0 && received < EVENT, `got ${received} bytes: the stream was cut in its first event`);
       assert.doesNotMatch(tail, /\[DONE\]/, 'the stream did not end normally');
       await waitFor(async () => metricSum(await scrapeMetrics(env.relay), 'kimi_relay_open_connections') <= openBefore, {
         timeoutMs: 3000,
         what: 'the connection to be given back',
       });
     } finally {
-      sock.destroy();
+      stalled.sock.destroy();
     }
     const res = await postChat(env.relay, chatRequest({ model: 'm-w' }), { key: KEY });
     assert.equal(res.status, 200, 'the next caller is served');
@@ -438,17 +491,14 @@ describe('callers that take nothing', () => {
     const before = await stalls();
     const bytes = 40_000_000; // within max_response_bytes (64 MiB), far more than the sockets hold
     const body = JSON.stringify(chatRequest({ model: 'm-w' }));
-    const { sock, t0 } = await stalledHttp1(`x-mock-fault: body_bytes=${bytes}\r\n`, body);
+    const stalled = await stalledHttp1(`x-mock-fault: body_bytes=${bytes}\r\n`, body);
     try {
-      await waitFor(async () => (await stalls()) === before + 1, {
-        timeoutMs: 8000,
-        what: 'kimi_relay_limit_hits_total{limit="write_stall"} to count the stalled write',
-      });
-      assert.ok(performance.now() - t0 >= 350, 'not before idle_timeout_ms');
-      const { received } = await drain(sock);
+      await oneStallAfter(before, 8000);
+      assert.ok(performance.now() - stalled.t0 >= 350, 'not before idle_timeout_ms');
+      const { received } = await drain(stalled);
       assert.ok(received > 0 && received < bytes, `got ${received} bytes: the answer was cut`);
     } finally {
-      sock.destroy();
+      stalled.sock.destroy();
     }
   });
 });

@@ -31,7 +31,7 @@ const lengthFramed = await startCaptureUpstream({ contentLength: LENGTH_BODY });
 // The same head with a Transfer-Encoding too, which frames the body to the
 // connection's end: the declared length does not bound what follows.
 const codingFramed = await startCaptureUpstream({ contentLength: LENGTH_BODY, codingOver: 1000 });
-// Streams whose end is the connection's close, an event per read.
+// Streams whose end is the connection's close, each event written apart.
 const SSE_EVENTS = 20;
 const sseUntilClose = await startCaptureUpstream({ sseUntilClose: { events: SSE_EVENTS } });
 const sseCutAtClose = await startCaptureUpstream({ sseUntilClose: { events: SSE_EVENTS, cut: true } });
@@ -186,7 +186,7 @@ describe('upstream framing', () => {
     return collectSse(res);
   }
 
-  test('a stream whose body ends at the connection\'s close, an event per read: every event, the usage and [DONE], twice', async () => {
+  test('a stream whose body ends at the connection\'s close, each event written apart: every event, the usage and [DONE], twice', async () => {
     const expected = Array.from({ length: SSE_EVENTS }, (_, i) => `part${i} `).join('');
     for (let i = 0; i < 2; i++) {
       const events = await stream('kimi-sse-close');
@@ -196,7 +196,7 @@ describe('upstream framing', () => {
       assert.ok(events.at(-1).done, 'the stream ends with [DONE]');
       assert.equal(events.filter((e) => e.json?.error).length, 0, 'no error event');
     }
-    assert.equal(sseUntilClose.requests.length, 2, 'one connection per answer: a closed one is not reused');
+    assert.equal(sseUntilClose.requests.length, 2, 'each request reached the upstream once');
   });
 
   test('a stream the upstream closes in the middle of an event: the events before it, then an error event naming the cut', async () => {
