@@ -23,24 +23,14 @@
 #include <boost/asio/write.hpp>
 #include <gtest/gtest.h>
 
+#include "writer_bytes.hpp"
+
 namespace relay::net {
 namespace {
 
-constexpr std::chrono::milliseconds kStall{250};
-
-// A body far larger than both socket buffers: never sent in one go.
-std::string bigBytes(std::size_t n) {
-  std::string s(n, '\0');
-  for (std::size_t i = 0; i < n; ++i)
-    s[i] = static_cast<char>('a' + (i * 7 + i / 4096) % 26);
-  return s;
-}
-
-std::string chunkOf(std::string_view bytes) {
-  char size[24];
-  const auto end = std::to_chars(size, size + sizeof size, bytes.size(), 16).ptr;
-  return std::string(size, end) + "\r\n" + std::string(bytes) + "\r\n";
-}
+using writer_test::bigBytes;
+using writer_test::chunkOf;
+using writer_test::kStall;
 
 class H1WriterTest : public ::testing::Test {
  protected:

@@ -22,26 +22,16 @@
 #include <openssl/x509.h>
 
 #include "h1_writer.hpp"
+#include "writer_bytes.hpp"
 
 namespace relay::net {
 namespace {
 
 using TlsStream = asio::ssl::stream<tcp::socket>;
 
-constexpr std::chrono::milliseconds kStall{250};
-
-std::string bigBytes(std::size_t n) {
-  std::string s(n, '\0');
-  for (std::size_t i = 0; i < n; ++i)
-    s[i] = static_cast<char>('a' + (i * 7 + i / 4096) % 26);
-  return s;
-}
-
-std::string chunkOf(std::string_view bytes) {
-  char size[24];
-  const auto end = std::to_chars(size, size + sizeof size, bytes.size(), 16).ptr;
-  return std::string(size, end) + "\r\n" + std::string(bytes) + "\r\n";
-}
+using writer_test::bigBytes;
+using writer_test::chunkOf;
+using writer_test::kStall;
 
 // A throw-away P-256 key and a certificate it signs for itself.
 struct SelfSigned {
