@@ -113,31 +113,17 @@ function padHead(text, bytes) {
 // An SSE stream whose end is the connection's close: each event in a write
 // of its own, so that the gateway reads them one at a time.
 function writeSseUntilClose(socket, model, { events, cut = false }, written) {
-  const event = (obj) => `data: ${JSON.stringify(obj)}\n\n`;
-  const chunk = (delta, extra = {}) =>
-    event({
-      id: 'chatcmpl-close',
-      object: 'chat.completion.chunk',
-      created: 1_700_000_000,
-      model,
-      choices: [{ index: 0, delta, logprobs: null, finish_reason: null }],
-      ...extra,
-    });
+  const event = (fields) =>
+    `data: ${JSON.stringify({ id: 'chatcmpl-close', object: 'chat.completion.chunk', created: 1_700_000_000, model, ...fields })}\n\n`;
+  const content = (text) => event({ choices: [{ index: 0, delta: { content: text }, logprobs: null, finish_reason: null }] });
   const parts = ['HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n'];
-  for (let i = 0; i < events; ++i) parts.push(chunk({ content: `part${i} ` }));
+  for (let i = 0; i < events; ++i) parts.push(content(`part${i} `));
   if (cut) {
-    const next = chunk({ content: 'never whole' });
+    const next = content('never whole');
     parts.push(next.slice(0, next.length >> 1));
   } else {
     parts.push(
-      event({
-        id: 'chatcmpl-close',
-        object: 'chat.completion.chunk',
-        created: 1_700_000_000,
-        model,
-        choices: [],
-        usage: { prompt_tokens: 3, completion_tokens: events, total_tokens: 3 + events },
-      }),
+      event({ choices: [], usage: { prompt_tokens: 3, completion_tokens: events, total_tokens: 3 + events } }),
       'data: [DONE]\n\n',
     );
   }

@@ -23,7 +23,7 @@
 #include <boost/asio/write.hpp>
 #include <gtest/gtest.h>
 
-#include "writer_bytes.hpp"
+#include "writer_test_util.hpp"
 
 namespace relay::net {
 namespace {
@@ -69,17 +69,7 @@ class H1WriterTest : public ::testing::Test {
   // Runs `task` while the peer reads `expected` bytes in all (what was sent
   // before included); both must end within a few seconds.
   std::optional<bool> runReading(Task<bool> task, std::size_t expected) {
-    std::optional<bool> result;
-    asio::co_spawn(io, std::move(task), [&](std::exception_ptr e, bool ok) {
-      if (!e) result = ok;
-    });
-    bool read = false;
-    asio::async_read(peer, asio::dynamic_buffer(got), asio::transfer_exactly(expected - got.size()),
-                     [&](boost::system::error_code ec, std::size_t) { read = !ec; });
-    io.restart();
-    io.run_for(std::chrono::seconds(10));
-    EXPECT_TRUE(read) << "the peer did not get " << expected << " bytes (got " << got.size() << ")";
-    return result;
+    return writer_test::runReading(io, peer, got, std::move(task), expected);
   }
 
   // What has arrived at the peer, once it is `expected` bytes in all (or

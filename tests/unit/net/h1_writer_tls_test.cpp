@@ -22,7 +22,7 @@
 #include <openssl/x509.h>
 
 #include "h1_writer.hpp"
-#include "writer_bytes.hpp"
+#include "writer_test_util.hpp"
 
 namespace relay::net {
 namespace {
@@ -88,19 +88,7 @@ class H1WriterTlsTest : public ::testing::Test {
 
   // Runs `task` while the client reads `expected` bytes (decrypted) in all.
   std::optional<bool> runReading(Task<bool> task, std::size_t expected) {
-    std::optional<bool> result;
-    asio::co_spawn(io, std::move(task), [&](std::exception_ptr e, bool ok) {
-      if (!e) result = ok;
-    });
-    bool read = false;
-    asio::async_read(client, asio::dynamic_buffer(got),
-                     asio::transfer_exactly(expected - got.size()),
-                     [&](boost::system::error_code ec, std::size_t) { read = !ec; });
-    io.restart();
-    io.run_for(std::chrono::seconds(10));
-    EXPECT_TRUE(read) << "the client did not get " << expected << " bytes (got " << got.size()
-                      << ")";
-    return result;
+    return writer_test::runReading(io, client, got, std::move(task), expected);
   }
 
   SelfSigned identity;
