@@ -4,10 +4,11 @@
 # descriptor limit allows (two per stream: the caller's and the upstream's).
 # The mock holds each stream open (a chunk every second for STREAM_SECONDS).
 # Reported: streams completed and failed, the gateway's RSS at the peak and
-# per stream, and the latency of a new request made while they are open.
+# per stream, the latency of a new request made while they are open, and the
+# RSS over the 30 s after the last stream (what the workers give back).
 #
 #   bench/streams.sh
-#   H2_STREAMS=10000 H1_STREAMS=9000 STREAM_SECONDS=20 bench/streams.sh
+#   H2_STREAMS=10000 H1_STREAMS=9000 STREAM_SECONDS=20 RELAY_LOG_LEVEL=debug bench/streams.sh
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 h2_streams=${H2_STREAMS:-10000}
@@ -38,7 +39,7 @@ upstreams:
      models: [kimi-k2]}
   - {name: fast, base_url: "http://127.0.0.1:$fast_port/v1", api_key: up, allow_insecure_http: true,
      models: [kimi-probe]}
-log: {level: warn}
+log: {level: ${RELAY_LOG_LEVEL:-warn}}
 EOF
 "$bin/kimi-relay" --config "$work/relay.yaml" >"$work/relay.log" 2>&1 &
 relay_pid=$!
@@ -95,5 +96,11 @@ run() {
 run "HTTP/2 (h2c), 100 connections" "$h2_streams" $((h2_streams * 99 / 100 + 100)) -c 100 -m $(((h2_streams + 99) / 100))
 run "HTTP/1.1, one stream per connection" "$h1_streams" $((h1_streams * 2 * 99 / 100)) --h1 -c "$h1_streams"
 echo "after: RSS $(rss) KiB (idle before: $idle KiB)"
-sleep 12  # the gateway returns freed memory to the system every 10 s
-echo "after 12 s idle: RSS $(rss) KiB"
+# Each worker returns what the streams left on its first 10 s tick spent
+# idle (src/app/memory_release.hpp): within 20 s of the last stream.
+for s in $(seq 30); do
+  sleep 1
+  ((s % 5 == 0 || s == 12)) && echo "after ${s} s idle: RSS $(rss) KiB"
+done
+# With RELAY_LOG_LEVEL=debug, each worker's hand-back: RSS before and after, time taken.
+grep 'returned to the system' "$work/relay.log" || true

@@ -1,0 +1,174 @@
+#include "memory_release.hpp"
+
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+#include <time.h>
+#include <unistd.h>
+#include <unordered_set>
+
+// The allocator's own calls (RELAY_MALLOC in cmake/RelayDependencies.cmake).
+#if defined(RELAY_MALLOC_MIMALLOC)
+#include <mimalloc.h>
+#elif defined(RELAY_MALLOC_TCMALLOC)
+extern "C" void MallocExtension_ReleaseFreeMemory();
+extern "C" void MallocExtension_MarkThreadIdle();
+#endif
+
+namespace relay::app {
+
+bool IdleEdge::tick(std::chrono::nanoseconds threadCpu) {
+  const bool idle = threadCpu - last_ < idleBelow_;
+  last_ = threadCpu;
+  const bool edge = idle && wasBusy_;
+  wasBusy_ = !idle;
+  return edge;
+}
+
+void IdleEdge::exclude(std::chrono::nanoseconds threadCpu) {
+  last_ = threadCpu;
+}
+
+std::size_t residentBytes() {
+  // /proc/self/statm: size, resident, ... in pages.
+  FILE* f = std::fopen("/proc/self/statm", "re");
+  if (f == nullptr) return 0;
+  unsigned long pages = 0, resident = 0;
+  if (std::fscanf(f, "%lu %lu", &pages, &resident) != 2) resident = 0;
+  std::fclose(f);
+  return resident * static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+}
+
+std::chrono::nanoseconds threadCpuTime() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec);
+}
+
+#if defined(RELAY_MALLOC_MIMALLOC)
+namespace {
+
+#if MI_MALLOC_VERSION < 210
+// A block just over mimalloc's medium size (128 KiB) gets a page of its own:
+// 192 KiB, three 64 KiB slices, taken from the thread's free spans.
+// (mimalloc 2.1 purges in mi_collect, and needs none of this.)
+constexpr std::size_t kSweepBlockBytes = 128 * 1024 + 1;
+// mimalloc 2.0's segments: 32 MiB of address space, aligned to their size.
+constexpr std::uintptr_t kSegmentBytes = std::uintptr_t{32} << 20;
+
+std::uintptr_t segmentOf(const void* p) {
+  return reinterpret_cast<std::uintptr_t>(p) & ~(kSegmentBytes - 1);
+}
+
+// The segments holding the thread heap's pages: after mi_collect(true) these
+// are all the segments the thread owns (an empty one is given back whole).
+std::unordered_set<std::uintptr_t> heapSegments() {
+  std::unordered_set<std::uintptr_t> segments;
+  mi_heap_visit_blocks(
+      mi_heap_get_default(), false,
+      [](const mi_heap_t*, const mi_heap_area_t* area, void* block, std::size_t, void* arg) {
+        if (block == nullptr)  // the area itself: one page
+          static_cast<std::unordered_set<std::uintptr_t>*>(arg)->insert(segmentOf(area->blocks));
+        return true;
+      },
+      &segments);
+  return segments;
+}
+
+// The decommit delay is process-wide (mi_option_set): one batch at a time
+// sets it to zero and restores it.
+std::mutex& delayOption() {
+  static std::mutex m;
+  return m;
+}
+#endif
+
+}  // namespace
+#endif
+
+// mimalloc 2.0 returns a freed span after a delay that each later free in the
+// same segment extends by a millisecond, so after a burst the delay can lie
+// minutes ahead. But a span freed while the delay is zero is returned at
+// once, together with the free spans it joins. So: take pages until the
+// thread's free spans are used up (the first page from a segment outside
+// heapSegments() means mimalloc had no span left and mapped a new one, given
+// back whole with the last batch), at most `maxPages`; then free them with
+// the delay at zero.
+MemorySweep::MemorySweep([[maybe_unused]] std::size_t maxPages) {
+#if defined(RELAY_MALLOC_MIMALLOC)
+  mi_collect(true);
+#if MI_MALLOC_VERSION < 210
+  const std::unordered_set<std::uintptr_t> segments = heapSegments();
+  while (taken_ < maxPages) {
+    void* page = mi_malloc(kSweepBlockBytes);
+    if (page == nullptr) break;
+    std::memcpy(page, &head_, sizeof head_);
+    head_ = page;
+    ++taken_;
+    if (!segments.contains(segmentOf(page))) break;
+  }
+#endif
+#elif defined(RELAY_MALLOC_TCMALLOC)
+  MallocExtension_MarkThreadIdle();
+#endif
+}
+
+MemorySweep::~MemorySweep() {
+  while (giveBack(kMaxSweepPages)) {
+  }
+}
+
+bool MemorySweep::giveBack([[maybe_unused]] std::size_t pages) {
+#if defined(RELAY_MALLOC_MIMALLOC) && MI_MALLOC_VERSION < 210
+  if (head_ != nullptr) {
+    // While the delay is zero, another worker's freed spans are returned at
+    // once too: a few madvise calls more for the milliseconds a batch lasts.
+    std::lock_guard lock(delayOption());
+    const long delay = mi_option_get(mi_option_decommit_delay);
+    mi_option_set(mi_option_decommit_delay, 0);
+    for (std::size_t n = 0; n < pages && head_ != nullptr; ++n) {
+      void* next = nullptr;
+      std::memcpy(&next, head_, sizeof next);
+      mi_free(head_);
+      head_ = next;
+    }
+    mi_option_set(mi_option_decommit_delay, delay);
+    if (head_ != nullptr) return true;
+  }
+  if (!collected_) {
+    collected_ = true;
+    mi_collect(true);  // a segment the sweep mapped goes back too
+  }
+#endif
+  return false;
+}
+
+Released returnFreeMemory(std::size_t maxPages) {
+  Released released;
+  released.residentBefore = residentBytes();
+  {
+    MemorySweep sweep(maxPages);
+    released.sweepPages = sweep.pagesTaken();
+  }
+  released.residentAfter = residentBytes();
+  return released;
+}
+
+void collectThreadCache() {
+#if defined(RELAY_MALLOC_MIMALLOC)
+  mi_collect(true);
+#elif defined(RELAY_MALLOC_TCMALLOC)
+  MallocExtension_MarkThreadIdle();
+#endif
+}
+
+void releaseProcessFreeMemory() {
+#if defined(RELAY_MALLOC_MIMALLOC)
+  mi_collect(true);
+#elif defined(RELAY_MALLOC_TCMALLOC)
+  MallocExtension_ReleaseFreeMemory();
+#endif
+}
+
+}  // namespace relay::app
