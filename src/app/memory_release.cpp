@@ -1,16 +1,22 @@
 #include "memory_release.hpp"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <mutex>
 #include <time.h>
 #include <unistd.h>
-#include <unordered_set>
+#include <vector>
 
 // The allocator's own calls (RELAY_MALLOC in cmake/RelayDependencies.cmake).
 #if defined(RELAY_MALLOC_MIMALLOC)
 #include <mimalloc.h>
+// mimalloc 2.0's segments and delayed decommit, which the sweep is written
+// against (2.1 purges in mi_collect; 1.x has no spans).
+#if MI_MALLOC_VERSION >= 200 && MI_MALLOC_VERSION < 210
+#define RELAY_SWEEP_FREE_SPANS 1
+#endif
 #elif defined(RELAY_MALLOC_TCMALLOC)
 extern "C" void MallocExtension_ReleaseFreeMemory();
 extern "C" void MallocExtension_MarkThreadIdle();
@@ -46,71 +52,88 @@ std::chrono::nanoseconds threadCpuTime() {
   return std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec);
 }
 
-#if defined(RELAY_MALLOC_MIMALLOC)
+#if defined(RELAY_SWEEP_FREE_SPANS)
 namespace {
 
-#if MI_MALLOC_VERSION < 210
 // A block just over mimalloc's medium size (128 KiB) gets a page of its own:
-// 192 KiB, three 64 KiB slices, taken from the thread's free spans.
-// (mimalloc 2.1 purges in mi_collect, and needs none of this.)
+// 192 KiB, three 64 KiB slices, taken from the thread's free spans; and a
+// page that large is freed as soon as its block is (none is kept for reuse).
 constexpr std::size_t kSweepBlockBytes = 128 * 1024 + 1;
 // mimalloc 2.0's segments: 32 MiB of address space, aligned to their size.
 constexpr std::uintptr_t kSegmentBytes = std::uintptr_t{32} << 20;
+// Segments told apart; past this many the sweep runs to its ceiling.
+constexpr std::size_t kMaxSegments = 1024;
 
 std::uintptr_t segmentOf(const void* p) {
   return reinterpret_cast<std::uintptr_t>(p) & ~(kSegmentBytes - 1);
 }
 
+struct Segments {
+  std::vector<std::uintptr_t> bases;  // sorted
+  bool overflow = false;
+  bool known(std::uintptr_t base) const {
+    return overflow || std::binary_search(bases.begin(), bases.end(), base);
+  }
+};
+
 // The segments holding the thread heap's pages: after mi_collect(true) these
 // are all the segments the thread owns (an empty one is given back whole).
-std::unordered_set<std::uintptr_t> heapSegments() {
-  std::unordered_set<std::uintptr_t> segments;
+// The visitor must not allocate while mimalloc walks the heap: the vector's
+// room is reserved before.
+Segments heapSegments() {
+  Segments segments;
+  segments.bases.reserve(kMaxSegments);
   mi_heap_visit_blocks(
       mi_heap_get_default(), false,
       [](const mi_heap_t*, const mi_heap_area_t* area, void* block, std::size_t, void* arg) {
-        if (block == nullptr)  // the area itself: one page
-          static_cast<std::unordered_set<std::uintptr_t>*>(arg)->insert(segmentOf(area->blocks));
+        if (block != nullptr) return true;  // areas (pages) only
+        auto& s = *static_cast<Segments*>(arg);
+        const std::uintptr_t base = segmentOf(area->blocks);
+        if (std::find(s.bases.begin(), s.bases.end(), base) != s.bases.end()) return true;
+        if (s.bases.size() == kMaxSegments) {
+          s.overflow = true;
+          return false;
+        }
+        s.bases.push_back(base);
         return true;
       },
       &segments);
+  std::sort(segments.bases.begin(), segments.bases.end());
   return segments;
 }
 
 // The decommit delay is process-wide (mi_option_set): one batch at a time
-// sets it to zero and restores it.
+// sets it to zero and restores it, so that two never save each other's zero.
 std::mutex& delayOption() {
   static std::mutex m;
   return m;
 }
-#endif
 
 }  // namespace
 #endif
 
-// mimalloc 2.0 returns a freed span after a delay that each later free in the
-// same segment extends by a millisecond, so after a burst the delay can lie
-// minutes ahead. But a span freed while the delay is zero is returned at
-// once, together with the free spans it joins. So: take pages until the
-// thread's free spans are used up (the first page from a segment outside
-// heapSegments() means mimalloc had no span left and mapped a new one, given
-// back whole with the last batch), at most `maxPages`; then free them with
-// the delay at zero.
+// mimalloc 2.0 returns a freed span after a delay that each later span freed
+// in the same segment extends by a millisecond, so after a burst the delay
+// can lie minutes ahead. But a span freed while the delay is zero is
+// returned at once, together with the free spans it joins. So: take pages
+// until the thread's free spans are used up (the first page from a segment
+// outside heapSegments() means mimalloc had no span left and mapped a new
+// one; it is freed in the first batch, the segment given back by the last
+// one's collection), at most `maxPages`; then free them with the delay at
+// zero. Meanwhile the sweep holds every free span the thread had: a page the
+// worker needs between batches comes from a new or cached segment.
 MemorySweep::MemorySweep([[maybe_unused]] std::size_t maxPages) {
-#if defined(RELAY_MALLOC_MIMALLOC)
-  mi_collect(true);
-#if MI_MALLOC_VERSION < 210
-  const std::unordered_set<std::uintptr_t> segments = heapSegments();
+  collectThreadCache();
+#if defined(RELAY_SWEEP_FREE_SPANS)
+  const Segments segments = heapSegments();
   while (taken_ < maxPages) {
     void* page = mi_malloc(kSweepBlockBytes);
     if (page == nullptr) break;
     std::memcpy(page, &head_, sizeof head_);
     head_ = page;
     ++taken_;
-    if (!segments.contains(segmentOf(page))) break;
+    if (!segments.known(segmentOf(page))) break;
   }
-#endif
-#elif defined(RELAY_MALLOC_TCMALLOC)
-  MallocExtension_MarkThreadIdle();
 #endif
 }
 
@@ -120,7 +143,7 @@ MemorySweep::~MemorySweep() {
 }
 
 bool MemorySweep::giveBack([[maybe_unused]] std::size_t pages) {
-#if defined(RELAY_MALLOC_MIMALLOC) && MI_MALLOC_VERSION < 210
+#if defined(RELAY_SWEEP_FREE_SPANS)
   if (head_ != nullptr) {
     // While the delay is zero, another worker's freed spans are returned at
     // once too: a few madvise calls more for the milliseconds a batch lasts.
@@ -144,15 +167,12 @@ bool MemorySweep::giveBack([[maybe_unused]] std::size_t pages) {
   return false;
 }
 
-Released returnFreeMemory(std::size_t maxPages) {
-  Released released;
-  released.residentBefore = residentBytes();
-  {
-    MemorySweep sweep(maxPages);
-    released.sweepPages = sweep.pagesTaken();
-  }
-  released.residentAfter = residentBytes();
-  return released;
+bool MemorySweep::sweepsFreeSpans() {
+#if defined(RELAY_SWEEP_FREE_SPANS)
+  return true;
+#else
+  return false;
+#endif
 }
 
 void collectThreadCache() {

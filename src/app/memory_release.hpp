@@ -3,15 +3,15 @@
 //
 // Why more than mi_collect(true): mimalloc 2.0 (Debian 12's) returns a freed
 // span of a segment to the system only after a delay (25 ms), which every
-// later free in the same segment extends by a millisecond, and it checks the
-// delay only when it next allocates a page in that segment. A burst of
-// streams leaves free spans in segments that also hold a few long-lived
-// blocks, with delays minutes ahead; once the worker goes idle nothing
-// allocates there again, and the spans stay resident: 43-99 MiB after 19,000
-// streams where the process started at 12 (docs/benchmarks.md, "Memory kept
-// after a burst"). mi_collect(true) frees empty pages and empty segments,
-// not those spans. mimalloc 2.1 purges them in mi_collect; with it (and with
-// tcmalloc or the system allocator) a sweep only collects.
+// later span freed in that segment (a page emptied) extends by a millisecond,
+// and it checks the delay only when it next allocates a page in that
+// segment. A burst of streams leaves free spans in segments that also hold a
+// few long-lived blocks, with delays minutes ahead; once the worker goes idle
+// nothing allocates there again, and the spans stay resident: 28-99 MiB
+// after 19,000 streams where the process started at 12 (docs/benchmarks.md,
+// "Memory kept after a burst"). mi_collect(true) frees empty pages and empty
+// segments, not those spans. mimalloc 2.1 purges them in mi_collect; with it
+// (and with tcmalloc or the system allocator) a sweep only collects.
 #pragma once
 
 #include <chrono>
@@ -47,8 +47,9 @@ std::size_t residentBytes();
 // A sweep takes at most this many 192 KiB pages (768 MiB of free spans, 4
 // KiB of each touched): free spans past it stay until the next idle period.
 inline constexpr std::size_t kMaxSweepPages = 4096;
-// Pages given back per call of MemorySweep::giveBack() from the gateway: at
-// most 6 MiB for the kernel to unmap, about 2 ms here (0.28 ms per MiB).
+// Pages given back per call of MemorySweep::giveBack() from the gateway: 6
+// MiB, and the free spans they join, for the kernel to unmap; about 2 ms
+// here (0.28 ms per MiB).
 inline constexpr std::size_t kSweepBatchPages = 32;
 
 // Returns what a burst left in the calling thread's heap to the system (an
@@ -69,21 +70,15 @@ class MemorySweep {
   bool giveBack(std::size_t pages);
   std::size_t pagesTaken() const { return taken_; }
 
+  // Whether this build's allocator needs the pages taken at all (mimalloc
+  // 2.0); with any other, a sweep is a collection (collectThreadCache()).
+  static bool sweepsFreeSpans();
+
  private:
   void* head_ = nullptr;  // the pages taken, linked through their first word
   std::size_t taken_ = 0;
   bool collected_ = false;
 };
-
-// What one returnFreeMemory() did.
-struct Released {
-  std::size_t sweepPages = 0;
-  std::size_t residentBefore = 0;  // the process's RSS, bytes
-  std::size_t residentAfter = 0;
-};
-
-// A whole sweep in one call (no loop runs in between).
-Released returnFreeMemory(std::size_t maxPages = kMaxSweepPages);
 
 // The cheap, every-tick part: empty pages and thread caches back to the
 // shared pool (mi_collect(true) / MallocExtension_MarkThreadIdle()).
