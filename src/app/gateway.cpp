@@ -170,12 +170,14 @@ namespace {
 //   kSweepBatchPages with the loop running between them);
 // - with tcmalloc the flusher thread hands free pages to the system
 //   (flusherLoop()).
-net::Task<void> markWorkerIdle() {
+// `phase` staggers the workers' ticks across kReleaseEvery, so that two
+// never sweep at once (a batch holds the allocator option's lock).
+net::Task<void> markWorkerIdle(SteadyClock::duration phase) {
   auto executor = co_await asio::this_coro::executor;
   asio::steady_timer timer(executor);
   IdleEdge idle(kIdleCpuPerTick);
+  timer.expires_after(phase + kReleaseEvery);
   for (;;) {
-    timer.expires_after(kReleaseEvery);
     auto [ec] = co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
     if (ec) co_return;
     if (idle.tick(threadCpuTime())) {
@@ -199,6 +201,7 @@ net::Task<void> markWorkerIdle() {
       collectThreadCache();
     }
     idle.exclude(threadCpuTime());
+    timer.expires_after(kReleaseEvery);
   }
 }
 
@@ -214,7 +217,8 @@ int Gateway::run() {
   // Idle MCP sessions end at their servers (a reload may add servers later).
   asio::co_spawn(runtime_.context(0), pipeline::runMcpSessionSweeper(*workers_[0]), asio::detached);
   for (unsigned i = 0; i < runtime_.workers(); ++i)
-    asio::co_spawn(runtime_.context(i), markWorkerIdle(), asio::detached);
+    asio::co_spawn(runtime_.context(i), markWorkerIdle(kReleaseEvery * i / runtime_.workers()),
+                   asio::detached);
   admin_.ready = true;
   const auto& snap = *snapshot_;
   spdlog::info("kimi-relay {} ready: {} workers, {} upstreams, {} models, {} keys", RELAY_VERSION,
