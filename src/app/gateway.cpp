@@ -17,6 +17,7 @@
 #include "memory_release.hpp"
 #include "relay/cluster/redis_gate.hpp"
 #include "relay/common/json_write.hpp"
+#include "relay/common/memory_stats.hpp"
 #include "relay/config/parse.hpp"
 #include "relay/pipeline/active_health.hpp"
 #include "relay/pipeline/mcp.hpp"
@@ -31,11 +32,13 @@ using SteadyClock = std::chrono::steady_clock;
 constexpr std::chrono::seconds kFlushInterval{2};
 // After the drain deadline, how long aborted streams get to write their error event.
 constexpr std::chrono::milliseconds kAbortGrace{500};
-// How often memory the allocator holds free is handed back to the system.
+// How often the flusher thread hands memory the allocator holds free back
+// to the system (the workers' tick is server.memory_release_ms).
 constexpr std::chrono::seconds kReleaseEvery{10};
-// A worker whose thread used less CPU than this over kReleaseEvery (0.2 %
-// of a core) is idle: what load left in its heap goes back to the system.
-constexpr std::chrono::milliseconds kIdleCpuPerTick{20};
+// A worker whose thread used less CPU than this share of a tick (0.2 % of a
+// core: 20 ms in the default 10 s) is idle: what load left in its heap goes
+// back to the system.
+constexpr unsigned kIdleCpuShare = 500;  // 1 / 500 of the tick
 // At most this long after the last exchange, for settlements to reach Redis.
 constexpr std::chrono::milliseconds kSettleGrace{1000};
 // How long a config change waits for every worker to switch to it (they do
@@ -159,8 +162,8 @@ void Gateway::listen() {
 
 namespace {
 
-// Every kReleaseEvery, on each worker's own thread (an allocator's thread
-// cache or heap can only be emptied by its own thread):
+// Every `every` (server.memory_release_ms), on each worker's own thread (an
+// allocator's thread cache or heap can only be emptied by its own thread):
 // - the worker's empty pages and thread cache go back to the allocator
 //   (collectThreadCache(); after a burst a few hundred microseconds, idle
 //   nothing to do);
@@ -170,13 +173,14 @@ namespace {
 //   kSweepBatchPages with the loop running between them);
 // - with tcmalloc the flusher thread hands free pages to the system
 //   (flusherLoop()).
-// `phase` staggers the workers' ticks across kReleaseEvery, so that two
-// never sweep at once (a batch holds the allocator option's lock).
-net::Task<void> markWorkerIdle(SteadyClock::duration phase) {
+// Worker i's first tick comes i/workers of a tick late: the ticks are
+// staggered, so that two never sweep at once (a batch holds the allocator
+// option's lock). Each sweep counts in kimi_relay_memory_sweeps_total.
+net::Task<void> markWorkerIdle(unsigned worker, unsigned workers, std::chrono::milliseconds every) {
   auto executor = co_await asio::this_coro::executor;
   asio::steady_timer timer(executor);
-  IdleEdge idle(kIdleCpuPerTick);
-  timer.expires_after(phase + kReleaseEvery);
+  IdleEdge idle(every / kIdleCpuShare);
+  timer.expires_after(every + every * worker / workers);
   for (;;) {
     auto [ec] = co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
     if (ec) co_return;
@@ -190,18 +194,19 @@ net::Task<void> markWorkerIdle(SteadyClock::duration phase) {
         ++batches;
         co_await asio::post(executor, asio::use_awaitable);
       }
+      countMemorySweep();
       if (logged)
         spdlog::debug(
-            "worker idle: memory returned to the system, RSS {} -> {} KiB ({} pages "
+            "worker {} idle: memory returned to the system, RSS {} -> {} KiB ({} pages "
             "swept in {} batches, {} us)",
-            before / 1024, residentBytes() / 1024, sweep.pagesTaken(), batches + 1,
+            worker, before / 1024, residentBytes() / 1024, sweep.pagesTaken(), batches + 1,
             std::chrono::duration_cast<std::chrono::microseconds>(SteadyClock::now() - start)
                 .count());
     } else {
       collectThreadCache();
     }
     idle.exclude(threadCpuTime());
-    timer.expires_after(kReleaseEvery);
+    timer.expires_after(every);
   }
 }
 
@@ -216,8 +221,9 @@ int Gateway::run() {
                  asio::detached);
   // Idle MCP sessions end at their servers (a reload may add servers later).
   asio::co_spawn(runtime_.context(0), pipeline::runMcpSessionSweeper(*workers_[0]), asio::detached);
+  const std::chrono::milliseconds releaseEvery(snapshot_->config.server.memoryReleaseMs);
   for (unsigned i = 0; i < runtime_.workers(); ++i)
-    asio::co_spawn(runtime_.context(i), markWorkerIdle(kReleaseEvery * i / runtime_.workers()),
+    asio::co_spawn(runtime_.context(i), markWorkerIdle(i, runtime_.workers(), releaseEvery),
                    asio::detached);
   admin_.ready = true;
   const auto& snap = *snapshot_;
@@ -391,15 +397,15 @@ std::string Gateway::reload() {
         "reload: log.access_log, server timeouts and http2 settings change only on restart");
   }
   if (was.listen != now.listen || was.workers != now.workers || was.busyPollUs != now.busyPollUs ||
-      was.maxRequestBytes != now.maxRequestBytes || was.maxHeaderBytes != now.maxHeaderBytes ||
-      was.maxConnections != now.maxConnections ||
+      was.memoryReleaseMs != now.memoryReleaseMs || was.maxRequestBytes != now.maxRequestBytes ||
+      was.maxHeaderBytes != now.maxHeaderBytes || was.maxConnections != now.maxConnections ||
       was.maxConnectionsPerIp != now.maxConnectionsPerIp ||
       (was.http2.maxConcurrentStreams != now.http2.maxConcurrentStreams) ||
       previous->config.admin.listen != next->config.admin.listen ||
       previous->config.stateDir != next->config.stateDir) {
     spdlog::warn(
-        "reload: server listeners, workers, busy_poll_us, limits and state_dir change only on "
-        "restart");
+        "reload: server listeners, workers, busy_poll_us, memory_release_ms, limits and state_dir "
+        "change only on restart");
   }
   spdlog::info("reloaded {}: {} upstreams, {} models, {} keys", configPath_,
                next->catalog.upstreams().size(), next->catalog.routes().size(),
@@ -550,9 +556,10 @@ void Gateway::flusherLoop() {
     lock.unlock();
     flushState();  // fsync may take milliseconds: never on an event loop
     sampleLiveStats();
-    // Memory freed after a burst goes back to the system (the allocator
-    // keeps it for reuse otherwise): RSS falls back toward idle within
-    // kReleaseEvery. This thread's own heap too, with mimalloc.
+    // Free memory the allocator keeps for reuse goes back to the system:
+    // with tcmalloc the whole process's free pages, with mimalloc this
+    // thread's own heap (each worker's goes back on its own tick,
+    // markWorkerIdle()).
     if (++rounds % (kReleaseEvery / kFlushInterval) == 0) releaseProcessFreeMemory();
     lock.lock();
   }

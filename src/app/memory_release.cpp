@@ -2,11 +2,10 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdio>
 #include <cstring>
 #include <mutex>
 #include <time.h>
-#include <unistd.h>
+#include <utility>
 #include <vector>
 
 // The allocator's own calls (RELAY_MALLOC in cmake/RelayDependencies.cmake).
@@ -36,16 +35,6 @@ void IdleEdge::exclude(std::chrono::nanoseconds threadCpu) {
   last_ = threadCpu;
 }
 
-std::size_t residentBytes() {
-  // /proc/self/statm: size, resident, ... in pages.
-  FILE* f = std::fopen("/proc/self/statm", "re");
-  if (f == nullptr) return 0;
-  unsigned long pages = 0, resident = 0;
-  if (std::fscanf(f, "%lu %lu", &pages, &resident) != 2) resident = 0;
-  std::fclose(f);
-  return resident * static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
-}
-
 std::chrono::nanoseconds threadCpuTime() {
   timespec ts{};
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
@@ -61,8 +50,6 @@ namespace {
 constexpr std::size_t kSweepBlockBytes = 128 * 1024 + 1;
 // mimalloc 2.0's segments: 32 MiB of address space, aligned to their size.
 constexpr std::uintptr_t kSegmentBytes = std::uintptr_t{32} << 20;
-// Segments told apart; past this many the sweep runs to its ceiling.
-constexpr std::size_t kMaxSegments = 1024;
 
 std::uintptr_t segmentOf(const void* p) {
   return reinterpret_cast<std::uintptr_t>(p) & ~(kSegmentBytes - 1);
@@ -78,28 +65,33 @@ struct Segments {
 
 // The segments holding the thread heap's pages: after mi_collect(true) these
 // are all the segments the thread owns (an empty one is given back whole).
-// The visitor must not allocate while mimalloc walks the heap: the vector's
-// room is reserved before.
-Segments heapSegments() {
-  Segments segments;
-  segments.bases.reserve(kMaxSegments);
+// Past `maxSegments` every segment counts as known. The visitor must not
+// allocate while mimalloc walks the heap: the vector's room is reserved
+// before.
+Segments heapSegments(std::size_t maxSegments) {
+  struct Walk {
+    Segments segments;
+    std::size_t max;
+  } walk{{}, maxSegments};
+  walk.segments.bases.reserve(maxSegments);
   mi_heap_visit_blocks(
       mi_heap_get_default(), false,
       [](const mi_heap_t*, const mi_heap_area_t* area, void* block, std::size_t, void* arg) {
         if (block != nullptr) return true;  // areas (pages) only
-        auto& s = *static_cast<Segments*>(arg);
+        auto& w = *static_cast<Walk*>(arg);
+        auto& bases = w.segments.bases;
         const std::uintptr_t base = segmentOf(area->blocks);
-        if (std::find(s.bases.begin(), s.bases.end(), base) != s.bases.end()) return true;
-        if (s.bases.size() == kMaxSegments) {
-          s.overflow = true;
+        if (std::find(bases.begin(), bases.end(), base) != bases.end()) return true;
+        if (bases.size() == w.max) {
+          w.segments.overflow = true;
           return false;
         }
-        s.bases.push_back(base);
+        bases.push_back(base);
         return true;
       },
-      &segments);
-  std::sort(segments.bases.begin(), segments.bases.end());
-  return segments;
+      &walk);
+  std::sort(walk.segments.bases.begin(), walk.segments.bases.end());
+  return std::move(walk.segments);
 }
 
 // The decommit delay is process-wide (mi_option_set): one batch at a time
@@ -122,10 +114,11 @@ std::mutex& delayOption() {
 // one's collection), at most `maxPages`; then free them with the delay at
 // zero. Meanwhile the sweep holds every free span the thread had: a page the
 // worker needs between batches comes from a new or cached segment.
-MemorySweep::MemorySweep([[maybe_unused]] std::size_t maxPages) {
+MemorySweep::MemorySweep([[maybe_unused]] std::size_t maxPages,
+                         [[maybe_unused]] std::size_t maxSegments) {
   collectThreadCache();
 #if defined(RELAY_SWEEP_FREE_SPANS)
-  const Segments segments = heapSegments();
+  const Segments segments = heapSegments(maxSegments);
   while (taken_ < maxPages) {
     void* page = mi_malloc(kSweepBlockBytes);
     if (page == nullptr) break;

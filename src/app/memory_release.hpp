@@ -41,12 +41,13 @@ class IdleEdge {
 // The calling thread's CPU time (CLOCK_THREAD_CPUTIME_ID).
 std::chrono::nanoseconds threadCpuTime();
 
-// The process's resident set, bytes (/proc/self/statm).
-std::size_t residentBytes();
-
 // A sweep takes at most this many 192 KiB pages (768 MiB of free spans, 4
 // KiB of each touched): free spans past it stay until the next idle period.
 inline constexpr std::size_t kMaxSweepPages = 4096;
+// Segments of the thread's heap a sweep tells apart (mimalloc 2.0: 32 MiB of
+// address space each, 32 GiB in all); with more, it cannot tell a page from
+// a new segment and takes pages up to its page ceiling.
+inline constexpr std::size_t kMaxSweepSegments = 1024;
 // Pages given back per call of MemorySweep::giveBack() from the gateway: 6
 // MiB, and the free spans they join, for the kernel to unmap; about 2 ms
 // here (0.28 ms per MiB).
@@ -61,7 +62,8 @@ inline constexpr std::size_t kSweepBatchPages = 32;
 // back what is left.
 class MemorySweep {
  public:
-  explicit MemorySweep(std::size_t maxPages = kMaxSweepPages);
+  explicit MemorySweep(std::size_t maxPages = kMaxSweepPages,
+                       std::size_t maxSegments = kMaxSweepSegments);
   MemorySweep(const MemorySweep&) = delete;
   MemorySweep& operator=(const MemorySweep&) = delete;
   ~MemorySweep();

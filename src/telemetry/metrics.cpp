@@ -8,6 +8,7 @@
 
 #include "families.hpp"
 #include "relay/common/limits.hpp"
+#include "relay/common/memory_stats.hpp"
 #include "relay/common/shared_state_stats.hpp"
 
 namespace relay::telemetry {
@@ -232,6 +233,25 @@ pm::MetricFamily limitHitsFamily() {
   return f;
 }
 
+// The process's memory (common/memory_stats.hpp): RSS read now, and the
+// workers' sweeps after load.
+void memoryFamilies(std::vector<pm::MetricFamily>& all) {
+  pm::MetricFamily rss;
+  rss.name = "kimi_relay_resident_memory_bytes";
+  rss.help = "The process's resident set (VmRSS), read at scrape time.";
+  rss.type = pm::MetricType::Gauge;
+  rss.metric.emplace_back().gauge.value = static_cast<double>(residentBytes());
+  all.push_back(std::move(rss));
+  pm::MetricFamily sweeps;
+  sweeps.name = "kimi_relay_memory_sweeps_total";
+  sweeps.help =
+      "Times a worker that went idle after load handed what the load left in its heap back to "
+      "the system.";
+  sweeps.type = pm::MetricType::Counter;
+  sweeps.metric.emplace_back().counter.value = static_cast<double>(memorySweeps());
+  all.push_back(std::move(sweeps));
+}
+
 pm::MetricFamily openConnectionsFamily() {
   pm::MetricFamily f;
   f.name = "kimi_relay_open_connections";
@@ -333,6 +353,7 @@ std::string Metrics::expose() const {
   all.push_back(families_->ttftWindow.collect(now));
   all.push_back(limitHitsFamily());
   all.push_back(openConnectionsFamily());
+  memoryFamilies(all);
   sharedStateFamilies(all);
   std::sort(all.begin(), all.end(),
             [](const pm::MetricFamily& a, const pm::MetricFamily& b) { return a.name < b.name; });

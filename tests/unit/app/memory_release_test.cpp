@@ -12,6 +12,8 @@
 
 #include <gtest/gtest.h>
 
+#include "relay/common/memory_stats.hpp"
+
 #if defined(RELAY_MALLOC_MIMALLOC)
 #include <mimalloc.h>
 #endif
@@ -70,6 +72,15 @@ TEST(IdleEdge, ThreadCpuTimeMovesWithWork) {
 
 long rssKiB() {
   return static_cast<long>(residentBytes() / 1024);
+}
+
+// A block on the thread's heap that the compiler cannot elide together with
+// its free (GCC drops a malloc/free pair whose block is never used).
+void* volatile gHeld = nullptr;
+void* heldBlock(std::size_t size) {
+  void* p = std::malloc(size);
+  gHeld = p;
+  return p;
 }
 
 // What a burst of streams does to a worker's heap: many blocks of the sizes a
@@ -207,18 +218,38 @@ TEST_F(MemorySweepTest, TheSweepStopsAtItsCeiling) {
 }
 
 TEST_F(MemorySweepTest, TheSweepEndsWhereTheFreeSpansEnd) {
-  // A thread that freed nothing has one segment at most, mostly free: the
-  // sweep takes its spans (32 MiB / 192 KiB, about 170 pages), then one page
-  // from a new segment, and stops there, far under its ceiling.
+  // A thread that freed nothing and holds one block has one segment, mostly
+  // free: the sweep takes its spans (32 MiB / 192 KiB, about 170 pages),
+  // then one page from a new segment, and stops there, far under its ceiling.
   onOwnThread([] {
-    void* one = std::malloc(100);
+    void* one = heldBlock(100);
     std::size_t taken = 0;
     {
       MemorySweep sweep;
       taken = sweep.pagesTaken();
     }
-    EXPECT_GT(taken, 0u);
+    EXPECT_GT(taken, 100u) << "the sweep stopped before the segment's spans were used up";
     EXPECT_LE(taken, 2 * 171u);
+    std::free(one);
+  });
+}
+
+TEST_F(MemorySweepTest, PastTheSegmentsItTellsApartItRunsToItsCeiling) {
+  // The same one-segment thread. Told one segment apart, the sweep stops
+  // where its spans end; told none, it cannot tell a page from a new segment
+  // and takes pages up to its ceiling, set past where the spans end.
+  onOwnThread([] {
+    void* one = heldBlock(100);
+    constexpr std::size_t kCeiling = 2 * 171 + 60;
+    {
+      MemorySweep oneSegment(kCeiling, 1);
+      EXPECT_GT(oneSegment.pagesTaken(), 100u);
+      EXPECT_LE(oneSegment.pagesTaken(), 2 * 171u);
+    }
+    {
+      MemorySweep noSegment(kCeiling, 0);
+      EXPECT_EQ(noSegment.pagesTaken(), kCeiling);
+    }
     std::free(one);
   });
 }

@@ -288,6 +288,33 @@ upstreams: [{name: m, base_url: "https://m.example.com", models: [x]}]
   }
 }
 
+// server.memory_release_ms: 10 s when absent; 100 ms and an hour are taken,
+// one less and one more are refused with the range.
+TEST(ConfigParse, MemoryReleaseIntervalIsBounded) {
+  EXPECT_EQ(parseConfig(kMinimal, "a.yaml", fakeEnv()).server.memoryReleaseMs, 10'000u);
+  const auto withInterval = [](const std::string& value) {
+    return R"(server: {listen: ["127.0.0.1:0"], memory_release_ms: )" + value + R"(}
+upstreams: [{name: m, base_url: "https://m.example.com", models: [x]}]
+)";
+  };
+  EXPECT_EQ(parseConfig(withInterval("100"), "a.yaml", fakeEnv()).server.memoryReleaseMs, 100u);
+  EXPECT_EQ(parseConfig(withInterval("3600000"), "a.yaml", fakeEnv()).server.memoryReleaseMs,
+            3'600'000u);
+  for (const char* refused : {"99", "3600001", "0"}) {
+    try {
+      parseConfig(withInterval(refused), "a.yaml", fakeEnv());
+      ADD_FAILURE() << refused << " accepted";
+    } catch (const std::exception& e) {
+      EXPECT_NE(std::string(e.what()).find(
+                    std::string("server.memory_release_ms: must be an integer between 100 and "
+                                "3600000, got '") +
+                    refused + "'"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+}
+
 TEST(ConfigParse, EmptySectionsAndSingleListenAddress) {
   const std::string yaml = R"(server:
   listen: "127.0.0.1:0"

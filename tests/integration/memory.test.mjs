@@ -1,0 +1,90 @@
+// The gateway's memory tick (server.memory_release_ms, src/app/memory_release.hpp)
+// as wired into the workers: each worker that goes idle after load returns
+// what the load left in its heap to the system, once per idle period; each
+// such sweep is counted on /metrics and logged with its worker's index; and
+// /metrics reports the process's resident set. The sweep itself (pages,
+// batches, RSS falling) is tested in tests/unit/app/memory_release_test.cpp.
+
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { setTimeout as delay } from 'node:timers/promises';
+import { test } from 'node:test';
+
+import { KEYS, useTopology } from '../lib/fixtures.mjs';
+import { chatRequest, collectSse, postChat, waitFor } from '../lib/harness.mjs';
+import { metricSum, scrapeMetrics } from '../lib/metrics.mjs';
+
+// A tick short enough for a test, long enough that the gateway's own idle
+// work (timers, a scrape) stays under its idle threshold (0.2 % of it: 1 ms)
+// in a sanitizer build too.
+const TICK_MS = 500;
+const env = useTopology({
+  server: { workers: 2, memory_release_ms: TICK_MS },
+  extra: { log: { level: 'debug' } },
+});
+
+const SWEEP_LINE = /worker (\d+) idle: memory returned to the system, RSS \d+ -> \d+ KiB/g;
+
+// Worker index -> how many sweep lines the gateway logged after `offset`.
+function sweepsLogged(offset) {
+  const counts = new Map();
+  for (const m of env.relay.logs().slice(offset).matchAll(SWEEP_LINE)) {
+    counts.set(Number(m[1]), (counts.get(Number(m[1])) ?? 0) + 1);
+  }
+  return counts;
+}
+
+function vmRssBytes(pid) {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  return Number(status.match(/^VmRSS:\s+(\d+) kB$/m)[1]) * 1024;
+}
+
+test('/metrics reports the resident set the kernel reports for the process', async () => {
+  const reported = metricSum(await scrapeMetrics(env.relay), 'kimi_relay_resident_memory_bytes');
+  const actual = vmRssBytes(env.relay.process.pid);
+  assert.ok(reported > 4 * 1024 * 1024, `a resident set of ${reported} bytes`);
+  // Read a few milliseconds apart: within a MiB of each other.
+  assert.ok(Math.abs(reported - actual) < 1024 * 1024, `/metrics ${reported}, /proc ${actual}`);
+});
+
+test('each worker idle after load returns its memory once, counted on /metrics', async () => {
+  // Each worker's first tick counts as the end of start-up's work.
+  await waitFor(() => sweepsLogged(0).size === 2, {
+    timeoutMs: 10 * TICK_MS,
+    intervalMs: 50,
+    what: 'a sweep on each worker after start-up',
+  });
+  const countedBefore = metricSum(await scrapeMetrics(env.relay), 'kimi_relay_memory_sweeps_total');
+  assert.ok(countedBefore >= 2, `${countedBefore} sweeps counted after start-up`);
+
+  // Load on both workers: streamed requests at once, over as many connections
+  // (each worker takes the connections its listening socket is handed).
+  const offset = env.relay.logs().length;
+  const streams = await Promise.all(
+    Array.from({ length: 200 }, async () => {
+      const res = await postChat(env.relay, chatRequest({ stream: true }), { key: KEYS.full });
+      assert.equal(res.status, 200);
+      return collectSse(res);
+    }),
+  );
+  assert.ok(streams.every((events) => events.at(-1).done), 'every stream ended with [DONE]');
+
+  // Then nothing: within two ticks each worker sweeps, and then stays idle
+  // without sweeping again (six ticks more, with no request at all).
+  await waitFor(() => sweepsLogged(offset).size === 2, {
+    timeoutMs: 10 * TICK_MS,
+    intervalMs: 50,
+    what: `a sweep on each worker after the load; log since:\n${env.relay.logs().slice(offset, offset + 2000)}`,
+  });
+  await delay(6 * TICK_MS);
+  assert.deepEqual(
+    [...sweepsLogged(offset).entries()].sort(),
+    [
+      [0, 1],
+      [1, 1],
+    ],
+    'one sweep per worker per idle period',
+  );
+  const counted = metricSum(await scrapeMetrics(env.relay), 'kimi_relay_memory_sweeps_total');
+  assert.equal(counted, countedBefore + 2, 'the two sweeps are counted');
+});
