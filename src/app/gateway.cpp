@@ -1,5 +1,6 @@
 #include "gateway.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <optional>
 
@@ -32,13 +33,6 @@ using SteadyClock = std::chrono::steady_clock;
 constexpr std::chrono::seconds kFlushInterval{2};
 // After the drain deadline, how long aborted streams get to write their error event.
 constexpr std::chrono::milliseconds kAbortGrace{500};
-// How often the flusher thread hands memory the allocator holds free back
-// to the system (the workers' tick is server.memory_release_ms).
-constexpr std::chrono::seconds kReleaseEvery{10};
-// A worker whose thread used less CPU than this share of a tick (0.2 % of a
-// core: 20 ms in the default 10 s) is idle: what load left in its heap goes
-// back to the system.
-constexpr unsigned kIdleCpuShare = 500;  // 1 / 500 of the tick
 // At most this long after the last exchange, for settlements to reach Redis.
 constexpr std::chrono::milliseconds kSettleGrace{1000};
 // How long a config change waits for every worker to switch to it (they do
@@ -171,15 +165,15 @@ namespace {
 //   left in its heap goes back to the system (MemorySweep, with mimalloc 2.0:
 //   about 20-26 ms per worker after 19,000 streams, in batches of
 //   kSweepBatchPages with the loop running between them);
-// - with tcmalloc the flusher thread hands free pages to the system
-//   (flusherLoop()).
+// - with tcmalloc the flusher thread hands free pages to the system on the
+//   same interval (flusherLoop()).
 // Worker i's first tick comes i/workers of a tick late: the ticks are
 // staggered, so that two never sweep at once (a batch holds the allocator
 // option's lock). Each sweep counts in kimi_relay_memory_sweeps_total.
 net::Task<void> markWorkerIdle(unsigned worker, unsigned workers, std::chrono::milliseconds every) {
   auto executor = co_await asio::this_coro::executor;
   asio::steady_timer timer(executor);
-  IdleEdge idle(every / kIdleCpuShare);
+  IdleEdge idle(idleThreshold(every));
   timer.expires_after(every + every * worker / workers);
   for (;;) {
     auto [ec] = co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
@@ -197,8 +191,8 @@ net::Task<void> markWorkerIdle(unsigned worker, unsigned workers, std::chrono::m
       countMemorySweep();
       if (logged)
         spdlog::debug(
-            "worker {} idle: memory returned to the system, RSS {} -> {} KiB ({} pages "
-            "swept in {} batches, {} us)",
+            "worker {} idle: heap swept, RSS {} -> {} KiB ({} pages given back in {} batches, "
+            "{} us)",
             worker, before / 1024, residentBytes() / 1024, sweep.pagesTaken(), batches + 1,
             std::chrono::duration_cast<std::chrono::microseconds>(SteadyClock::now() - start)
                 .count());
@@ -214,14 +208,18 @@ net::Task<void> markWorkerIdle(unsigned worker, unsigned workers, std::chrono::m
 
 int Gateway::run() {
   installSignals();
-  flusher_ = std::thread([this] { flusherLoop(); });
+  // The flusher releases on the workers' tick (server.memory_release_ms), at
+  // its own grain; the setting changes only on restart.
+  const std::chrono::milliseconds releaseEvery(snapshot_->config.server.memoryReleaseMs);
+  const auto releaseRounds =
+      static_cast<unsigned>(std::max<std::int64_t>(1, releaseEvery / kFlushInterval));
+  flusher_ = std::thread([this, releaseRounds] { flusherLoop(releaseRounds); });
   // Active health checks run on worker 0's loop, through its connection pool.
   asio::co_spawn(runtime_.context(0),
                  pipeline::runActiveHealthChecks(*workers_[0], [this] { return current(); }),
                  asio::detached);
   // Idle MCP sessions end at their servers (a reload may add servers later).
   asio::co_spawn(runtime_.context(0), pipeline::runMcpSessionSweeper(*workers_[0]), asio::detached);
-  const std::chrono::milliseconds releaseEvery(snapshot_->config.server.memoryReleaseMs);
   for (unsigned i = 0; i < runtime_.workers(); ++i)
     asio::co_spawn(runtime_.context(i), markWorkerIdle(i, runtime_.workers(), releaseEvery),
                    asio::detached);
@@ -547,7 +545,7 @@ void Gateway::audit(std::string_view action, const std::string& keyName, std::st
   services_.accessLog->write(line);
 }
 
-void Gateway::flusherLoop() {
+void Gateway::flusherLoop(unsigned releaseRounds) {
   std::unique_lock lock(flusherMutex_);
   sampleLiveStats();
   unsigned rounds = 0;
@@ -560,7 +558,7 @@ void Gateway::flusherLoop() {
     // with tcmalloc the whole process's free pages, with mimalloc this
     // thread's own heap (each worker's goes back on its own tick,
     // markWorkerIdle()).
-    if (++rounds % (kReleaseEvery / kFlushInterval) == 0) releaseProcessFreeMemory();
+    if (++rounds % releaseRounds == 0) releaseProcessFreeMemory();
     lock.lock();
   }
 }

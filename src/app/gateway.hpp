@@ -62,7 +62,9 @@ class Gateway {
   void armReload();
   void beginDrain(int signo);
   void pollDrain();
-  void flusherLoop();
+  // Saves spend every kFlushInterval; every `releaseRounds` of them, hands
+  // free memory back (releaseProcessFreeMemory()).
+  void flusherLoop(unsigned releaseRounds);
   void flushState();
   void sampleLiveStats();
   std::shared_ptr<const pipeline::Snapshot> current() const;

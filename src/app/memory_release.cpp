@@ -5,7 +5,6 @@
 #include <cstring>
 #include <mutex>
 #include <time.h>
-#include <utility>
 #include <vector>
 
 // The allocator's own calls (RELAY_MALLOC in cmake/RelayDependencies.cmake).
@@ -57,7 +56,8 @@ std::uintptr_t segmentOf(const void* p) {
 
 struct Segments {
   std::vector<std::uintptr_t> bases;  // sorted
-  bool overflow = false;
+  std::size_t max = 0;                // bases told apart at most
+  bool overflow = false;              // more than `max`: every base is known
   bool known(std::uintptr_t base) const {
     return overflow || std::binary_search(bases.begin(), bases.end(), base);
   }
@@ -69,29 +69,26 @@ struct Segments {
 // allocate while mimalloc walks the heap: the vector's room is reserved
 // before.
 Segments heapSegments(std::size_t maxSegments) {
-  struct Walk {
-    Segments segments;
-    std::size_t max;
-  } walk{{}, maxSegments};
-  walk.segments.bases.reserve(maxSegments);
+  Segments segments;
+  segments.max = maxSegments;
+  segments.bases.reserve(maxSegments);
   mi_heap_visit_blocks(
       mi_heap_get_default(), false,
       [](const mi_heap_t*, const mi_heap_area_t* area, void* block, std::size_t, void* arg) {
         if (block != nullptr) return true;  // areas (pages) only
-        auto& w = *static_cast<Walk*>(arg);
-        auto& bases = w.segments.bases;
+        auto& s = *static_cast<Segments*>(arg);
         const std::uintptr_t base = segmentOf(area->blocks);
-        if (std::find(bases.begin(), bases.end(), base) != bases.end()) return true;
-        if (bases.size() == w.max) {
-          w.segments.overflow = true;
+        if (std::find(s.bases.begin(), s.bases.end(), base) != s.bases.end()) return true;
+        if (s.bases.size() == s.max) {
+          s.overflow = true;
           return false;
         }
-        bases.push_back(base);
+        s.bases.push_back(base);
         return true;
       },
-      &walk);
-  std::sort(walk.segments.bases.begin(), walk.segments.bases.end());
-  return std::move(walk.segments);
+      &segments);
+  std::sort(segments.bases.begin(), segments.bases.end());
+  return segments;
 }
 
 // The decommit delay is process-wide (mi_option_set): one batch at a time

@@ -38,6 +38,14 @@ class IdleEdge {
   bool wasBusy_ = true;
 };
 
+// A worker is idle over a tick of `tick` when its thread used less CPU than
+// this: 0.2 % of a core (20 ms of the default 10 s), in nanoseconds so that
+// a short tick keeps its share (200 us of 100 ms).
+inline constexpr unsigned kIdleCpuShare = 500;  // 1 / 500 of the tick
+inline std::chrono::nanoseconds idleThreshold(std::chrono::milliseconds tick) {
+  return std::chrono::nanoseconds(tick) / kIdleCpuShare;
+}
+
 // The calling thread's CPU time (CLOCK_THREAD_CPUTIME_ID).
 std::chrono::nanoseconds threadCpuTime();
 

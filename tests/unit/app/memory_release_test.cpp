@@ -60,6 +60,16 @@ TEST(IdleEdge, TheTicksOwnWorkIsExcluded) {
   EXPECT_FALSE(edge.tick(milliseconds(133)));
 }
 
+// 0.2 % of the tick, kept below a millisecond: server.memory_release_ms's
+// floor (100 ms), a tick just under a second, and the default.
+TEST(IdleEdge, TheThresholdIsAShareOfTheTick) {
+  EXPECT_EQ(idleThreshold(milliseconds(100)), std::chrono::microseconds(200));
+  EXPECT_EQ(idleThreshold(milliseconds(999)), std::chrono::microseconds(1998));
+  EXPECT_EQ(idleThreshold(milliseconds(10'000)), milliseconds(20));
+  IdleEdge edge(idleThreshold(milliseconds(100)));
+  EXPECT_TRUE(edge.tick(std::chrono::microseconds(199)));  // start-up under 200 us: idle
+}
+
 TEST(IdleEdge, ThreadCpuTimeMovesWithWork) {
   const nanoseconds before = threadCpuTime();
   volatile unsigned long sink = 0;
