@@ -480,6 +480,27 @@ describe('hot reload (SIGHUP)', () => {
     }
   });
 
+  test('a reload that changes only server.memory_release_ms applies the rest and names it as restart-only', async () => {
+    const { relay } = env;
+    const good = configWith();
+    const cfg = structuredClone(env.config);
+    cfg.server.memory_release_ms = 1000;
+    cfg.keys.push({ name: 'with-new-memory-tick', sha256: sha256Hex(NEW_KEY + 'm') });
+    const warning = /reload: server listeners, workers, busy_poll_us, memory_release_ms, limits and state_dir change only on restart/;
+    const warned = logCount(relay, warning);
+    writeFileSync(relay.configPath, toYaml(cfg));
+    try {
+      assert.equal(await sighup(relay), 'reloaded', relay.logs());
+      assert.equal(logCount(relay, warning), warned + 1, 'the restart-only change was not named');
+      const res = await postChat(relay, chatRequest(), { key: NEW_KEY + 'm' });
+      assert.equal(res.status, 200, 'the rest of the file was not applied');
+      await res.arrayBuffer();
+    } finally {
+      writeFileSync(relay.configPath, good);
+      await sighup(relay);
+    }
+  });
+
   test('POST /admin/reload without admin.key_sha256 is refused with 403', async () => {
     const res = await fetch(`${env.relay.adminUrl}/admin/reload`, {
       method: 'POST',
