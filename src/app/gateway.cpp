@@ -163,7 +163,7 @@ namespace {
 //   nothing to do);
 // - on the first tick the worker spent idle after a busy one, what the burst
 //   left in its heap goes back to the system (MemorySweep, with mimalloc 2.0:
-//   about 20-26 ms per worker after 19,000 streams, in batches of
+//   4-26 ms per worker after 19,000 streams, in batches of
 //   kSweepBatchPages with the loop running between them);
 // - with tcmalloc the flusher thread hands free pages to the system on the
 //   same interval (flusherLoop()).

@@ -233,34 +233,34 @@ pm::MetricFamily limitHitsFamily() {
   return f;
 }
 
-// The process's memory (common/memory_stats.hpp): RSS read now, and the
-// workers' sweeps after load.
-void memoryFamilies(std::vector<pm::MetricFamily>& all) {
-  pm::MetricFamily rss;
-  rss.name = "kimi_relay_resident_memory_bytes";
-  rss.help = "The process's resident set (VmRSS), read at scrape time.";
-  rss.type = pm::MetricType::Gauge;
-  rss.metric.emplace_back().gauge.value = static_cast<double>(residentBytes());
-  all.push_back(std::move(rss));
-  pm::MetricFamily sweeps;
-  sweeps.name = "kimi_relay_memory_sweeps_total";
-  sweeps.help =
-      "Times a worker that went idle after load handed what the load left in its heap back to "
-      "the system.";
-  sweeps.type = pm::MetricType::Counter;
-  sweeps.metric.emplace_back().counter.value = static_cast<double>(memorySweeps());
-  all.push_back(std::move(sweeps));
+// A family of one series without labels, its value read at scrape time.
+pm::MetricFamily oneSeries(std::string name, std::string help, pm::MetricType type, double value) {
+  pm::MetricFamily f;
+  f.name = std::move(name);
+  f.help = std::move(help);
+  f.type = type;
+  pm::ClientMetric& m = f.metric.emplace_back();
+  if (type == pm::MetricType::Counter) {
+    m.counter.value = value;
+  } else {
+    m.gauge.value = value;
+  }
+  return f;
 }
 
-pm::MetricFamily openConnectionsFamily() {
-  pm::MetricFamily f;
-  f.name = "kimi_relay_open_connections";
-  f.help = "Client connections open on every listener.";
-  f.type = pm::MetricType::Gauge;
-  pm::ClientMetric m;
-  m.gauge.value = static_cast<double>(openClientConnections().load(std::memory_order_relaxed));
-  f.metric.push_back(std::move(m));
-  return f;
+// The process's memory (common/memory_stats.hpp) and its open connections.
+void processFamilies(std::vector<pm::MetricFamily>& all) {
+  all.push_back(
+      oneSeries("kimi_relay_open_connections", "Client connections open on every listener.",
+                pm::MetricType::Gauge,
+                static_cast<double>(openClientConnections().load(std::memory_order_relaxed))));
+  all.push_back(oneSeries("kimi_relay_resident_memory_bytes",
+                          "The process's resident set (VmRSS), read at scrape time.",
+                          pm::MetricType::Gauge, static_cast<double>(residentBytes())));
+  all.push_back(oneSeries("kimi_relay_memory_sweeps_total",
+                          "Times a worker that went idle after load swept its heap (with "
+                          "mimalloc 2.0, what the load left in it goes back to the system).",
+                          pm::MetricType::Counter, static_cast<double>(memorySweeps())));
 }
 
 // The shared-state store's series (common/shared_state_stats.hpp), present
@@ -270,14 +270,7 @@ void sharedStateFamilies(std::vector<pm::MetricFamily>& all) {
   const std::int32_t workers = s.workers.load(std::memory_order_relaxed);
   if (workers <= 0) return;
   auto gauge = [&](std::string name, std::string help, double value) {
-    pm::MetricFamily f;
-    f.name = std::move(name);
-    f.help = std::move(help);
-    f.type = pm::MetricType::Gauge;
-    pm::ClientMetric m;
-    m.gauge.value = value;
-    f.metric.push_back(std::move(m));
-    all.push_back(std::move(f));
+    all.push_back(oneSeries(std::move(name), std::move(help), pm::MetricType::Gauge, value));
   };
   const std::int32_t up = s.connections.load(std::memory_order_relaxed);
   gauge("kimi_relay_redis_up",
@@ -352,8 +345,7 @@ std::string Metrics::expose() const {
   all.push_back(families_->durationWindow.collect(now));
   all.push_back(families_->ttftWindow.collect(now));
   all.push_back(limitHitsFamily());
-  all.push_back(openConnectionsFamily());
-  memoryFamilies(all);
+  processFamilies(all);
   sharedStateFamilies(all);
   std::sort(all.begin(), all.end(),
             [](const pm::MetricFamily& a, const pm::MetricFamily& b) { return a.name < b.name; });

@@ -85,11 +85,16 @@ async function startUpSwept() {
 
 test('/metrics reports the resident set the kernel reports for the process', async () => {
   await startUpSwept();  // which moves RSS
+  const pid = env.relay.process.pid;
+  const before = vmRssBytes(pid);
   const reported = metricSum(await scrapeMetrics(env.relay), 'kimi_relay_resident_memory_bytes');
-  const actual = vmRssBytes(env.relay.process.pid);
+  const after = vmRssBytes(pid);
   assert.ok(reported > 4 * 1024 * 1024, `a resident set of ${reported} bytes`);
-  // Read a few milliseconds apart: within a MiB of each other.
-  assert.ok(Math.abs(reported - actual) < 1024 * 1024, `/metrics ${reported}, /proc ${actual}`);
+  // The kernel's figure read just before and just after the scrape: the
+  // gauge lies between them, within a MiB.
+  const low = Math.min(before, after) - 1024 * 1024;
+  const high = Math.max(before, after) + 1024 * 1024;
+  assert.ok(reported > low && reported < high, `/metrics ${reported}, /proc ${before} then ${after}`);
 });
 
 test('each worker idle after load returns its memory once, counted on /metrics', async () => {
@@ -106,22 +111,22 @@ test('each worker idle after load returns its memory once, counted on /metrics',
     assert.ok(text.trimEnd().endsWith('data: [DONE]'), 'the stream ended with [DONE]');
   }
 
-  // Then nothing: within two ticks each worker sweeps, and then stays idle
-  // without sweeping again (six ticks more, with no request at all).
+  // Then nothing. A worker's last busy tick ends within a tick of the load's
+  // end and it sweeps on the next one: each worker has swept within three
+  // ticks. (One that paused mid-load for a whole tick may have swept then
+  // too: that was an idle period of its own.)
   await waitFor(() => sweepsLogged(offset).size === 2, {
     timeoutMs: 10 * TICK_MS,
     intervalMs: 50,
-    what: `a sweep on each worker after the load; log since:\n${env.relay.logs().slice(offset, offset + 2000)}`,
+    what: 'a sweep on each worker after the load',
   });
+  await delay(3 * TICK_MS);
+  // An idle worker does not sweep again: six ticks more, with no request.
+  const quiet = env.relay.logs().length;
   await delay(6 * TICK_MS);
-  assert.deepEqual(
-    [...sweepsLogged(offset).entries()].sort(),
-    [
-      [0, 1],
-      [1, 1],
-    ],
-    'one sweep per worker per idle period',
-  );
+  assert.deepEqual([...sweepsLogged(quiet).entries()], [], 'one sweep per worker per idle period');
+  const swept = [...sweepsLogged(offset).values()].reduce((a, b) => a + b, 0);
+  assert.ok(swept >= 2 && swept <= 4, `${swept} sweeps logged after the load`);
   const counted = metricSum(await scrapeMetrics(env.relay), 'kimi_relay_memory_sweeps_total');
-  assert.equal(counted, countedBefore + 2, 'the two sweeps are counted');
+  assert.equal(counted, countedBefore + swept, 'each sweep is counted');
 });

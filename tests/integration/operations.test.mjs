@@ -460,45 +460,42 @@ describe('hot reload (SIGHUP)', () => {
     });
   }
 
-  test('a reload that changes workers or listeners applies the rest and says those need a restart', async () => {
+  // Reloads the topology's config changed by `change` plus a new key: the
+  // reload applies (the key works) and names the restart-only settings once.
+  async function reloadWithRestartOnlyChange(change, key) {
     const { relay } = env;
     const good = configWith();
     const cfg = structuredClone(env.config);
-    cfg.server.workers = 1;
-    cfg.server.listen = ['127.0.0.1:0', '127.0.0.1:0'];
-    cfg.keys.push({ name: 'with-restart-only-changes', sha256: sha256Hex(NEW_KEY + 'r') });
-    writeFileSync(relay.configPath, toYaml(cfg));
-    try {
-      assert.equal(await sighup(relay), 'reloaded', relay.logs());
-      assert.match(relay.logs(), /restart/, 'nothing tells the operator that the listener/worker change was not applied');
-      const res = await postChat(relay, chatRequest(), { key: NEW_KEY + 'r' });
-      assert.equal(res.status, 200, 'the rest of the file was not applied');
-      await res.arrayBuffer();
-    } finally {
-      writeFileSync(relay.configPath, good);
-      await sighup(relay);
-    }
-  });
-
-  test('a reload that changes only server.memory_release_ms applies the rest and names it as restart-only', async () => {
-    const { relay } = env;
-    const good = configWith();
-    const cfg = structuredClone(env.config);
-    cfg.server.memory_release_ms = 1000;
-    cfg.keys.push({ name: 'with-new-memory-tick', sha256: sha256Hex(NEW_KEY + 'm') });
-    const warning = /reload: server listeners, workers, busy_poll_us, memory_release_ms, limits and state_dir change only on restart/;
+    change(cfg.server);
+    cfg.keys.push({ name: 'with-restart-only-changes', sha256: sha256Hex(key) });
+    const warning =
+      /reload: server listeners, workers, busy_poll_us, memory_release_ms, limits and state_dir change only on restart/;
     const warned = logCount(relay, warning);
     writeFileSync(relay.configPath, toYaml(cfg));
     try {
       assert.equal(await sighup(relay), 'reloaded', relay.logs());
+      assert.match(relay.logs(), /restart/, 'nothing tells the operator that the change was not applied');
       assert.equal(logCount(relay, warning), warned + 1, 'the restart-only change was not named');
-      const res = await postChat(relay, chatRequest(), { key: NEW_KEY + 'm' });
+      const res = await postChat(relay, chatRequest(), { key });
       assert.equal(res.status, 200, 'the rest of the file was not applied');
       await res.arrayBuffer();
     } finally {
       writeFileSync(relay.configPath, good);
       await sighup(relay);
     }
+  }
+
+  test('a reload that changes workers or listeners applies the rest and says those need a restart', async () => {
+    await reloadWithRestartOnlyChange((server) => {
+      server.workers = 1;
+      server.listen = ['127.0.0.1:0', '127.0.0.1:0'];
+    }, NEW_KEY + 'r');
+  });
+
+  test('a reload that changes only server.memory_release_ms applies the rest and names it as restart-only', async () => {
+    await reloadWithRestartOnlyChange((server) => {
+      server.memory_release_ms = 1000;
+    }, NEW_KEY + 'm');
   });
 
   test('POST /admin/reload without admin.key_sha256 is refused with 403', async () => {
