@@ -6,6 +6,10 @@
 #   bench/callgrind.sh                # 2,000 JSON requests, c=8
 #   MODE=sse bench/callgrind.sh       # 21-event SSE streams instead
 #   MODE=sse BURST=1 bench/callgrind.sh  # ... from an upstream that writes each stream at once
+#   MODE=sse SPREAD=5 bench/callgrind.sh # ... from an upstream that waits 5 ms between events, so
+#                                     # that each arrives in a read of its own, as in bench/run.sh
+#                                     # (without it, the relay under valgrind is slow enough that
+#                                     # a stream's events queue up and arrive in one read)
 #   NGINX=1 bench/callgrind.sh        # nginx as the proxy instead: the line (any MODE, BURST)
 #   LIMITS=1 bench/callgrind.sh       # the key with rpm, tpm and concurrency limits
 #                                     # (generous: every request passes them)
@@ -32,7 +36,7 @@ bench_start
 rm -f "$out"*
 
 mock_port=28181 relay_port=28180
-bench_mock $mock_port ${BURST:+--coalesce}
+bench_mock $mock_port ${BURST:+--coalesce} ${SPREAD:+--chunk-delay-ms $SPREAD}
 bench_relay_yaml "$work/relay.yaml" $relay_port $mock_port
 if [[ -n ${LIMITS:-} ]]; then
   sed -i "s|    sha256: \"$key_sha\"|    sha256: \"$key_sha\"\n    limits: {rpm: 100000000, tpm: 100000000000, concurrency: 100000}|" \

@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# CPU per JSON request split into user and system time, kimi-relay against
+# CPU per JSON request (or SSE stream) split into user and system time, kimi-relay against
 # nginx (and a reference build), in alternating rounds: which side of the
 # line the difference is on (method: ../docs/benchmarks.md).
 #
 #   bench/cpu_split.sh                        # 3 rounds of 5 s each, c=64
+#   MODE=sse bench/cpu_split.sh               # 21-event SSE streams, c=16 (as bench/run.sh)
+#   MODE=paced bench/cpu_split.sh             # the same, the upstream pacing events 1 ms apart, c=64
+#   C=1 bench/cpu_split.sh                    # another concurrency
 #   ROUNDS=5 DURATION=8 bench/cpu_split.sh
 #   REF=build-ref-abc1234 bench/cpu_split.sh  # also that build (bench/run.sh --compare makes one)
 #
@@ -14,6 +17,13 @@
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 duration=${DURATION:-5}
+mode=${MODE:-json}
+case $mode in
+  json) clients=${C:-64} delay=0 ;;
+  sse) clients=${C:-16} delay=0 ;;
+  paced) clients=${C:-64} delay=1 ;;
+  *) echo "bench: MODE is json, sse or paced" >&2; exit 1 ;;
+esac
 bench_need h2load taskset nginx
 bench_cleanup_extra() {
   [[ -f $work/nginx.pid ]] && kill "$(cat "$work/nginx.pid" 2>/dev/null)" 2>/dev/null || true
@@ -22,7 +32,7 @@ bench_start
 
 mock_port=28381 relay_port=28380 nginx_port=28382 ref_port=28383
 taskset -c 0 "$bin/kimi-relay-mock" --listen 127.0.0.1:$mock_port --name bench --api-key "$upstream_key" \
-  --workers 1 --chunks 19 --chunk-delay-ms 0 --no-record >"$work/mock.log" 2>&1 &
+  --workers 1 --chunks 19 --chunk-delay-ms $delay --no-record >"$work/mock.log" 2>&1 &
 pids+=($!)
 bench_relay_yaml "$work/relay.yaml" $relay_port $mock_port
 taskset -c 1 "$bin/kimi-relay" --config "$work/relay.yaml" >"$work/relay.log" 2>&1 &
@@ -42,7 +52,9 @@ hz=$(getconf CLK_TCK)
 # measure NAME PORT PID: a warm-up, then one timed run.
 measure() {
   local name=$1 port=$2 pid=$3
-  local -a load=(taskset -c 0 h2load --h1 -c 64 -d "$work/body.json" -H "Authorization: Bearer $key"
+  local body=$work/body.json
+  [[ $mode != json ]] && body=$work/stream.json
+  local -a load=(taskset -c 0 h2load --h1 -c "$clients" -d "$body" -H "Authorization: Bearer $key"
     -H 'Content-Type: application/json' "http://127.0.0.1:$port/v1/chat/completions")
   "${load[@]}" -D 2 >/dev/null 2>&1 || true
   local u0 s0 u1 s1 c0 c1 n
@@ -58,7 +70,7 @@ measure() {
       name, n, u / hz * 1e6 / n, s / hz * 1e6 / n, (u + s) / hz * 1e6 / n, c / n }'
 }
 
-echo "kimi-relay $("$bin/kimi-relay" --version | awk '{print $2}'), $(date -u +%Y-%m-%dT%H:%MZ), ${duration}s per run, c=64"
+echo "kimi-relay $("$bin/kimi-relay" --version | awk '{print $2}'), $(date -u +%Y-%m-%dT%H:%MZ), ${duration}s per run, $mode, c=$clients"
 for _ in $(seq "${ROUNDS:-3}"); do
   measure kimi-relay $relay_port $relay_pid
   [[ -n $ref_pid ]] && measure reference $ref_port $ref_pid

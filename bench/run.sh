@@ -45,7 +45,7 @@ bench_cleanup_extra() {
 bench_start
 
 mock_port=28081 relay_port=28080 relay_tls_port=28083 nginx_port=28082 hot_port=28084
-burst_port=28085 nginx_burst_port=28086 ref_port=28087
+burst_port=28085 nginx_burst_port=28086 ref_port=28087 paced_port=28088 nginx_paced_port=28089
 
 # A throwaway certificate for the TLS runs.
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 1 \
@@ -58,6 +58,13 @@ pids+=($!)
 # so one read delivers all 21 events.
 taskset -c 0 "$bin/kimi-relay-mock" --listen 127.0.0.1:$burst_port --name burst --api-key "$upstream_key" \
   --workers 1 --chunks 19 --chunk-delay-ms 0 --no-record --coalesce >"$work/burst.log" 2>&1 &
+pids+=($!)
+# The shape of a model that streams tokens: the upstream waits 1 ms between
+# events, so that each event arrives in a read of its own and leaves in a
+# write of its own, and the proxy sleeps and wakes between them. (At full
+# load the events of the unpaced mock above mostly arrive several to a read.)
+taskset -c 0 "$bin/kimi-relay-mock" --listen 127.0.0.1:$paced_port --name paced --api-key "$upstream_key" \
+  --workers 1 --chunks 19 --chunk-delay-ms 1 --no-record >"$work/paced.log" 2>&1 &
 pids+=($!)
 
 cat >"$work/relay.yaml" <<EOF
@@ -79,6 +86,11 @@ upstreams:
     api_key: "$upstream_key"
     allow_insecure_http: true
     models: {kimi-k2-burst: kimi-k2}
+  - name: paced
+    base_url: "http://127.0.0.1:$paced_port/v1"
+    api_key: "$upstream_key"
+    allow_insecure_http: true
+    models: {kimi-k2-paced: kimi-k2}
 log: {level: warn}
 EOF
 taskset -c 1 "$bin/kimi-relay" --config "$work/relay.yaml" >"$work/relay.log" 2>&1 &
@@ -107,6 +119,17 @@ http {
   keepalive_requests 1000000;
   upstream mock { server 127.0.0.1:$mock_port; keepalive 128; keepalive_requests 1000000; }
   upstream burst { server 127.0.0.1:$burst_port; keepalive 128; keepalive_requests 1000000; }
+  upstream paced { server 127.0.0.1:$paced_port; keepalive 128; keepalive_requests 1000000; }
+  server {
+    listen 127.0.0.1:$nginx_paced_port;
+    location / {
+      proxy_pass http://paced;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_set_header Authorization "Bearer $upstream_key";
+      proxy_buffering off;
+    }
+  }
   server {
     listen 127.0.0.1:$nginx_burst_port;
     location / {
@@ -208,6 +231,16 @@ run direct-burst "http://127.0.0.1:$burst_port/v1/chat/completions" "$work/strea
 [[ -n $nginx_pid ]] && run nginx-burst "http://127.0.0.1:$nginx_burst_port/v1/chat/completions" "$work/stream.json" 16 "$nginx_pid"
 run relay-burst "http://127.0.0.1:$relay_port/v1/chat/completions" "$work/burst.json" 16 "$relay_pid"
 [[ -n $ref_pid ]] && run "ref-burst@$ref_sha" "http://127.0.0.1:$ref_port/v1/chat/completions" "$work/burst.json" 16 "$ref_pid"
+echo
+echo 'SSE, the same 21 events paced 1 ms apart by the upstream (each event its own read and write), 64 connections:'
+echo
+echo '| target         |  c  | streams/s | p50 µs   | p99 µs   | CPU µs/stream |'
+echo '|----------------|-----|-----------|----------|----------|---------------|'
+sed 's/"model":"kimi-k2"/"model":"kimi-k2-paced"/' "$work/stream.json" >"$work/paced.json"
+run direct-paced "http://127.0.0.1:$paced_port/v1/chat/completions" "$work/stream.json" 64
+[[ -n $nginx_pid ]] && run nginx-paced "http://127.0.0.1:$nginx_paced_port/v1/chat/completions" "$work/stream.json" 64 "$nginx_pid"
+run relay-paced "http://127.0.0.1:$relay_port/v1/chat/completions" "$work/paced.json" 64 "$relay_pid"
+[[ -n $ref_pid ]] && run "ref-paced@$ref_sha" "http://127.0.0.1:$ref_port/v1/chat/completions" "$work/paced.json" 64 "$ref_pid"
 
 echo
 echo 'kimi-relay over each protocol (JSON requests; HTTP/2 runs carry 16 streams per connection):'

@@ -180,8 +180,11 @@ net::Task<void> deliverStream(Worker& worker, net::ResponseSink& sink, Forwarded
   // the end of the stream in one write.
   std::string_view last;
   bool more = true;
-  // When the wait for the next read began: the reading after a write serves
-  // (nothing runs between it and the read), one clock read per event fewer.
+  // When the wait for the next read began. Two clock readings per event: as
+  // its read ends and as its write ends (which also starts the upstream's
+  // idle deadline for the next read); a third only when the caller makes
+  // the write wait. A send the socket takes at once is the gateway's own
+  // time, as the parsing is.
   auto r0 = SteadyClock::now();
   while (more) {
     chunk.clear();
@@ -189,7 +192,7 @@ net::Task<void> deliverStream(Worker& worker, net::ResponseSink& sink, Forwarded
     // per event for the wait.
     std::optional<bool> got = f.response->readNow(chunk);
     while (!got) {
-      net::Task<upstream::ResponseStream::ReadWait> wait = f.response->waitMore(chunk);
+      net::Task<upstream::ResponseStream::ReadWait> wait = f.response->waitMore(chunk, r0);
       const upstream::ResponseStream::ReadWait read = co_await std::move(wait);
       got = f.response->readAfter(read, chunk);
     }
@@ -207,15 +210,16 @@ net::Task<void> deliverStream(Worker& worker, net::ResponseSink& sink, Forwarded
       last = out;  // valid until the next push(): there is none
       break;
     }
-    const auto w0 = SteadyClock::now();
     bool written = false;
     if (std::optional<bool> now = sink.writeNow(out)) {
       written = *now;
+      r0 = SteadyClock::now();
     } else {
+      const auto w0 = SteadyClock::now();  // from here, the caller's pace, not ours
       written = co_await sink.write(out);
+      r0 = SteadyClock::now();
+      record.addWait(r0 - w0);
     }
-    r0 = SteadyClock::now();
-    record.addWait(r0 - w0);  // the caller's pace, not ours
     if (!written) co_return;  // caller gone: the upstream request is dropped with `f`
   }
   // The upstream has said all it will: its slot is free before the last

@@ -184,7 +184,7 @@ std::optional<bool> Exchange::readNow(std::string& out) {
 Task<bool> Exchange::read(std::string& out) {
   std::optional<bool> more = readNow(out);
   while (!more) {
-    Task<ReadWait> wait = waitMore(out);
+    Task<ReadWait> wait = waitMore(out, Clock::now());
     const ReadWait got = co_await std::move(wait);
     more = readAfter(got, out);
   }
@@ -194,9 +194,8 @@ Task<bool> Exchange::read(std::string& out) {
 // One read of body bytes into the connection's buffer, under the idle
 // deadline. Not a coroutine: the read's own awaitable (readAfter() takes
 // its result).
-Task<Exchange::ReadWait> Exchange::waitMore(std::string& out) {
+Task<Exchange::ReadWait> Exchange::waitMore(std::string& out, Clock::time_point now) {
   (void)out;  // the bytes go to the connection's buffer; readAfter() parses them
-  auto now = Clock::now();
   bool idleFirst = now + deadlines_.idle < deadlines_.total;
   watchdog_.set(std::min(now + deadlines_.idle, deadlines_.total),
                 idleFirst ? FailureKind::kIdleTimeout : FailureKind::kTotalTimeout);

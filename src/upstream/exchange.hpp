@@ -108,7 +108,7 @@ class Exchange final : public ResponseStream {
   Task<bool> readAll(std::string& out, std::uint64_t limit) override;
   std::optional<bool> readNow(std::string& out) override;
   std::optional<bool> readAllNow(std::string& out, std::uint64_t limit) override;
-  Task<ReadWait> waitMore(std::string& out) override;
+  Task<ReadWait> waitMore(std::string& out, Clock::time_point now) override;
   std::optional<bool> readAfter(const ReadWait& got, std::string& out) override;
 
  private:

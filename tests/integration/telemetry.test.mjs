@@ -474,6 +474,41 @@ describe('an error answered by the upstream', () => {
   });
 });
 
+describe('gateway overhead', () => {
+  // docs/metrics.md: the time the gateway spent on a request "other than
+  // waiting for the upstream". A stream whose upstream pauses 100 ms before
+  // each event lasts over half a second; the gateway's own part of it is a
+  // few milliseconds, in a finite bucket (the largest is 0.1 s).
+  test("a stream's overhead leaves out the upstream's pauses between its events", async () => {
+    const beforeSamples = await scrapeMetrics(env.relay);
+    const started = performance.now();
+    const res = await postChat(env.relay, chatRequest({ model: 'kimi-k2', stream: true }), {
+      key: KEYS.full,
+      headers: { 'x-mock-chunks': '6', 'x-mock-chunk-delay-ms': '100' },
+    });
+    assert.equal(res.status, 200);
+    const events = await collectSse(res);
+    const tookMs = performance.now() - started;
+    assert.equal(events.at(-1)?.done, true, 'the stream ends with [DONE]');
+    assert.ok(tookMs >= 500, `the upstream's pauses make the stream last: ${tookMs} ms`);
+
+    let afterSamples;
+    await waitFor(
+      async () => {
+        afterSamples = await scrapeMetrics(env.relay);
+        return delta(afterSamples, beforeSamples, 'kimi_relay_gateway_overhead_seconds_count', [])[''] === 1;
+      },
+      { timeoutMs: 3000, what: 'the stream observed in kimi_relay_gateway_overhead_seconds' },
+    );
+    const overhead = delta(afterSamples, beforeSamples, 'kimi_relay_gateway_overhead_seconds_bucket', ['le']);
+    const within = Object.entries(overhead).filter(([le, n]) => le !== '+Inf' && n === 1);
+    assert.ok(within.length > 0, `the overhead is in a finite bucket (at most 0.1 s): ${JSON.stringify(overhead)}`);
+    const duration = delta(afterSamples, beforeSamples, 'kimi_relay_request_duration_seconds_bucket', ['le']);
+    const underHalf = Object.entries(duration).filter(([le, n]) => le !== '+Inf' && Number(le) < 0.5 && n !== 0);
+    assert.deepEqual(underHalf, [], `the duration counts the pauses: ${JSON.stringify(duration)}`);
+  });
+});
+
 describe('in-flight requests', () => {
   test('kimi_relay_in_flight_requests counts a request while it is served, and lets go after', async () => {
     const inFlight = async () => metricSum(await scrapeMetrics(env.relay), 'kimi_relay_in_flight_requests');

@@ -115,7 +115,7 @@ class ResponseStream {
   //
   //   std::optional<bool> more = s.readNow(out);
   //   while (!more) {
-  //     Task<ReadWait> wait = s.waitMore(out);
+  //     Task<ReadWait> wait = s.waitMore(out, Clock::now());
   //     const ReadWait got = co_await std::move(wait);
   //     more = s.readAfter(got, out);
   //   }
@@ -123,9 +123,12 @@ class ResponseStream {
   // The same answers as read(). The wait is the transport's own read, so a
   // stream that waits for each of its events costs no coroutine frame of
   // ours per event. By default the wait is read() itself and readAfter()
-  // gives its answer.
+  // gives its answer. `now` is the caller's clock reading, taken just
+  // before: the wait's idle deadline counts from it (a caller that has just
+  // read the clock spares the transport a reading per event).
   using ReadWait = std::tuple<boost::system::error_code, std::size_t>;
-  virtual Task<ReadWait> waitMore(std::string& out) {
+  virtual Task<ReadWait> waitMore(std::string& out, Clock::time_point now) {
+    (void)now;
     steppedRead_ = co_await read(out);
     co_return ReadWait{};
   }

@@ -60,7 +60,7 @@ net::Task<void> relayInSteps(ResponseStream& s, Relayed& r) {
     std::string chunk;
     std::optional<bool> more = s.readNow(chunk);
     while (!more) {
-      net::Task<ResponseStream::ReadWait> wait = s.waitMore(chunk);
+      net::Task<ResponseStream::ReadWait> wait = s.waitMore(chunk, Clock::now());
       const ResponseStream::ReadWait got = co_await std::move(wait);
       more = s.readAfter(got, chunk);
     }
