@@ -75,4 +75,24 @@ for _ in $(seq "${ROUNDS:-3}"); do
   measure kimi-relay $relay_port $relay_pid
   [[ -n $ref_pid ]] && measure reference $ref_port $ref_pid
   measure nginx $nginx_port $nginx_pid
-done
+done | tee "$work/rounds.txt"
+# The verdict over the rounds: this VM's own swings between rounds are
+# larger than the gap, so one round (or one bench/run.sh) decides nothing.
+awk '$3 == "requests" {
+       total[$1, ++n[$1]] = $9
+       if (!($1 in seen)) { seen[$1] = 1; order[++k] = $1 }
+     }
+     END {
+       for (i = 1; i <= k; ++i) {
+         p = order[i]; m = n[p]
+         for (a = 1; a <= m; ++a) v[a] = total[p, a]
+         for (a = 2; a <= m; ++a) for (b = a; b > 1 && v[b - 1] > v[b]; --b) { t = v[b]; v[b] = v[b - 1]; v[b - 1] = t }
+         med = m % 2 ? v[(m + 1) / 2] : (v[m / 2] + v[m / 2 + 1]) / 2
+         printf "%-10s median %6.2f µs over %d rounds\n", p, med, m
+       }
+       if (n["nginx"] > 0 && n["kimi-relay"] == n["nginx"]) {
+         under = 0
+         for (a = 1; a <= n["nginx"]; ++a) under += total["kimi-relay", a] <= total["nginx", a]
+         printf "kimi-relay at or under nginx in %d of %d rounds\n", under, n["nginx"]
+       }
+     }' "$work/rounds.txt"
