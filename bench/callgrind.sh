@@ -9,7 +9,9 @@
 #   MODE=sse SPREAD=5 bench/callgrind.sh # ... from an upstream that waits 5 ms between events, so
 #                                     # that each arrives in a read of its own, as in bench/run.sh
 #                                     # (without it, the relay under valgrind is slow enough that
-#                                     # a stream's events queue up and arrive in one read)
+#                                     # a stream's events queue up and arrive in one read;
+#                                     # with BURST it turns the one write off, and
+#                                     # without MODE=sse it delays each JSON answer)
 #   NGINX=1 bench/callgrind.sh        # nginx as the proxy instead: the line (any MODE, BURST)
 #   LIMITS=1 bench/callgrind.sh       # the key with rpm, tpm and concurrency limits
 #                                     # (generous: every request passes them)

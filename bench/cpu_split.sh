@@ -78,7 +78,7 @@ for _ in $(seq "${ROUNDS:-3}"); do
 done | tee "$work/rounds.txt"
 # The verdict over the rounds: this VM's own swings between rounds are
 # larger than the gap, so one round (or one bench/run.sh) decides nothing.
-awk '$3 == "requests" {
+awk '$3 == "requests" && $8 == "total" {
        total[$1, ++n[$1]] = $9
        if (!($1 in seen)) { seen[$1] = 1; order[++k] = $1 }
      }

@@ -182,9 +182,11 @@ net::Task<void> deliverStream(Worker& worker, net::ResponseSink& sink, Forwarded
   bool more = true;
   // When the wait for the next read began. Two clock readings per event: as
   // its read ends and as its write ends (which also starts the upstream's
-  // idle deadline for the next read); a third only when the caller makes
-  // the write wait. A send the socket takes at once is the gateway's own
-  // time, as the parsing is.
+  // idle deadline for the next read); a third when the write must wait
+  // (always on TLS and HTTP/2, whose sinks write nothing at once; on plain
+  // HTTP/1.1 when the caller's socket is full), so that a slow caller's
+  // pace stays out of the gateway's overhead. A send the socket takes at
+  // once is the gateway's own time, as the parsing is.
   auto r0 = SteadyClock::now();
   while (more) {
     chunk.clear();
@@ -195,6 +197,13 @@ net::Task<void> deliverStream(Worker& worker, net::ResponseSink& sink, Forwarded
       net::Task<upstream::ResponseStream::ReadWait> wait = f.response->waitMore(chunk, r0);
       const upstream::ResponseStream::ReadWait read = co_await std::move(wait);
       got = f.response->readAfter(read, chunk);
+      if (!got) {
+        // Bytes came, but no body byte (a chunk's size line on its own):
+        // the upstream was not silent, so its idle deadline starts again.
+        const auto t = SteadyClock::now();
+        record.addWait(t - r0);
+        r0 = t;
+      }
     }
     more = *got;
     record.addWait(SteadyClock::now() - r0);

@@ -192,8 +192,8 @@ Task<bool> Exchange::read(std::string& out) {
 }
 
 // One read of body bytes into the connection's buffer, under the idle
-// deadline. Not a coroutine: the read's own awaitable (readAfter() takes
-// its result).
+// deadline, which counts from `now`. Not a coroutine: the read's own
+// awaitable (readAfter() takes its result).
 Task<Exchange::ReadWait> Exchange::waitMore(std::string& out, Clock::time_point now) {
   (void)out;  // the bytes go to the connection's buffer; readAfter() parses them
   bool idleFirst = now + deadlines_.idle < deadlines_.total;

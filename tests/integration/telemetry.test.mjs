@@ -476,8 +476,8 @@ describe('an error answered by the upstream', () => {
 
 describe('gateway overhead', () => {
   // docs/metrics.md: the time the gateway spent on a request "other than
-  // waiting for the upstream". A stream whose upstream pauses 100 ms before
-  // each event lasts over half a second; the gateway's own part of it is a
+  // waiting for the upstream". A stream whose upstream pauses 100 ms between
+  // its writes lasts over half a second; the gateway's own part of it is a
   // few milliseconds, in a finite bucket (the largest is 0.1 s).
   test("a stream's overhead leaves out the upstream's pauses between its events", async () => {
     const beforeSamples = await scrapeMetrics(env.relay);

@@ -35,7 +35,15 @@ const codingFramed = await startCaptureUpstream({ contentLength: LENGTH_BODY, co
 const SSE_EVENTS = 20;
 const sseUntilClose = await startCaptureUpstream({ sseUntilClose: { events: SSE_EVENTS } });
 const sseCutAtClose = await startCaptureUpstream({ sseUntilClose: { events: SSE_EVENTS, cut: true } });
-const raw = [interim, interimAtCap, interimOverCap, trailer, headAtCap, headOverCap, headEndless, noBody, lengthFramed, codingFramed, sseUntilClose, sseCutAtClose];
+// A chunked stream whose size lines and data arrive apart, 350 ms between
+// writes, under an idle deadline of 600 ms (timeouts.idle_ms below): the
+// upstream is never silent for as long as the deadline, though each event
+// takes 700 ms.
+const IDLE_MS = 600;
+const SPLIT_GAP_MS = 350;
+const SPLIT_EVENTS = 2;
+const sseSplit = await startCaptureUpstream({ sseSplitChunks: { events: SPLIT_EVENTS, gapMs: SPLIT_GAP_MS } });
+const raw = [interim, interimAtCap, interimOverCap, trailer, headAtCap, headOverCap, headEndless, noBody, lengthFramed, codingFramed, sseUntilClose, sseCutAtClose, sseSplit];
 after(() => Promise.all(raw.map((u) => u.close())));
 
 const env = useTopology({
@@ -52,8 +60,10 @@ const env = useTopology({
     { name: 'coding-over', url: codingFramed.url, apiKey: 'sk-coding-over-secret-7c9e1b3d5f7a9c1e3b5d', weight: 1, max_response_bytes: LENGTH_BODY, models: { 'kimi-coding-over': 'kimi-length-up' } },
     { name: 'sse-close', url: sseUntilClose.url, apiKey: 'sk-sse-close-secret-2c4e6a8c0e2a4c6e8a0c', weight: 1, models: { 'kimi-sse-close': 'kimi-sse-close-up' } },
     { name: 'sse-cut', url: sseCutAtClose.url, apiKey: 'sk-sse-cut-secret-4e6a8c0e2a4c6e8a0c2e', weight: 1, models: { 'kimi-sse-cut': 'kimi-sse-cut-up' } },
+    { name: 'sse-split', url: sseSplit.url, apiKey: 'sk-sse-split-secret-6a8c0e2a4c6e8a0c2e4a', weight: 1, models: { 'kimi-sse-split': 'kimi-sse-split-up' } },
     { name: 'no-body', url: noBody.url, apiKey: 'sk-no-body-secret-1d3f5b7a9c1e3d5f7b9a', weight: 1, models: { 'kimi-no-body': 'kimi-no-body-up' } },
   ],
+  extra: { timeouts: { idle_ms: IDLE_MS } },
 });
 
 const auth = { authorization: `Bearer ${KEYS.full}`, 'content-type': 'application/json' };
@@ -197,6 +207,17 @@ describe('upstream framing', () => {
       assert.equal(events.filter((e) => e.json?.error).length, 0, 'no error event');
     }
     assert.equal(sseUntilClose.requests.length, 2, 'each request reached the upstream once');
+  });
+
+  test('a chunked stream whose size lines and data arrive apart: bytes that bring no event still restart the idle deadline', async () => {
+    const started = performance.now();
+    const events = await stream('kimi-sse-split');
+    const ms = performance.now() - started;
+    assert.equal(events.filter((e) => e.json?.error).length, 0, `no error event: ${JSON.stringify(events.find((e) => e.json?.error))}`);
+    const expected = Array.from({ length: SPLIT_EVENTS }, (_, i) => `split${i} `).join('');
+    assert.equal(streamedContent(events), expected);
+    assert.ok(events.at(-1).done, 'the stream ends with [DONE]');
+    assert.ok(ms >= 2 * SPLIT_GAP_MS * (SPLIT_EVENTS + 1), `each event took twice the gap (${ms.toFixed(0)} ms in all)`);
   });
 
   test('a stream the upstream closes in the middle of an event: the events before it, then an error event naming the cut', async () => {

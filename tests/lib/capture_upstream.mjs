@@ -11,7 +11,7 @@
 // x-upstream-hop, Keep-Alive, Proxy-Connection, chunked Transfer-Encoding), so
 // a test can also check that none of them reaches the caller.
 //
-//   startCaptureUpstream({interim, errorWithTrailer, headBytes, endlessHead, noBodyLength, contentLength, codingOver, sseUntilClose})
+//   startCaptureUpstream({interim, errorWithTrailer, headBytes, endlessHead, noBodyLength, contentLength, codingOver, sseUntilClose, sseSplitChunks})
 //     -> {url, port, hostPort, requests, closedByPeer(), close()}
 //     requests  [{requestLine, method, target, headers: [[name, value]], body}]
 //     interim           how many "103 Early Hints" heads come first (true = 1);
@@ -41,6 +41,11 @@
 //                       and [DONE], each in a write of its own 5 ms apart,
 //                       then the close. With `cut`, the close comes after
 //                       the content events and half of one more instead
+//     sseSplitChunks    {events, gapMs}: the answer is a chunked SSE stream of
+//                       `events` content events and [DONE], each chunk's size
+//                       line in a write of its own ahead of its data, gapMs
+//                       between writes: never silent for longer than gapMs,
+//                       though each event takes twice that
 //     closedByPeer()    resolves once a connection the upstream wrote to was
 //                       closed by the other side, with the bytes written to it
 
@@ -141,6 +146,25 @@ function writeSseUntilClose(socket, model, { events, cut = false }, written) {
   next();
 }
 
+function writeSseSplitChunks(socket, model, { events, gapMs }, written) {
+  const event = (text) =>
+    `data: ${JSON.stringify({ id: 'chatcmpl-split', object: 'chat.completion.chunk', created: 1_700_000_000, model, choices: [{ index: 0, delta: { content: text }, logprobs: null, finish_reason: null }] })}\n\n`;
+  const bodies = Array.from({ length: events }, (_, i) => event(`split${i} `));
+  bodies.push('data: [DONE]\n\n');
+  const parts = [];
+  for (const b of bodies) parts.push(`${Buffer.byteLength(b).toString(16)}\r\n`, `${b}\r\n`);
+  parts.push('0\r\n\r\n');
+  socket.write('HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n');
+  let i = 0;
+  const next = () => {
+    if (socket.destroyed || i === parts.length) return;
+    written.bytes += parts[i].length;
+    socket.write(parts[i++]);
+    setTimeout(next, gapMs);
+  };
+  setTimeout(next, gapMs);
+}
+
 // Writes header field lines to `socket` until it closes, respecting its
 // backpressure; returns the count of bytes written so far through `written`.
 function writeEndlessHead(socket, written) {
@@ -167,6 +191,7 @@ export async function startCaptureUpstream({
   contentLength = 0,
   codingOver = 0,
   sseUntilClose = null,
+  sseSplitChunks = null,
 } = {}) {
   const requests = [];
   const sockets = new Set();
@@ -226,6 +251,10 @@ export async function startCaptureUpstream({
         }
         if (sseUntilClose) {
           writeSseUntilClose(socket, model, sseUntilClose, written);
+          continue;
+        }
+        if (sseSplitChunks) {
+          writeSseSplitChunks(socket, model, sseSplitChunks, written);
           continue;
         }
         const id = request.headers.find(([n]) => n.toLowerCase() === 'x-request-id')?.[1];

@@ -123,9 +123,10 @@ class ResponseStream {
   // The same answers as read(). The wait is the transport's own read, so a
   // stream that waits for each of its events costs no coroutine frame of
   // ours per event. By default the wait is read() itself and readAfter()
-  // gives its answer. `now` is the caller's clock reading, taken just
-  // before: the wait's idle deadline counts from it (a caller that has just
-  // read the clock spares the transport a reading per event).
+  // gives its answer. `now`: the time from which the wait's idle deadline
+  // counts, the caller's last clock reading since the stream last brought
+  // bytes (a caller that has just read the clock spares the transport a
+  // reading per event).
   using ReadWait = std::tuple<boost::system::error_code, std::size_t>;
   virtual Task<ReadWait> waitMore(std::string& out, Clock::time_point now) {
     (void)now;
