@@ -221,26 +221,26 @@ run direct-sse "http://127.0.0.1:$mock_port/v1/chat/completions" "$work/stream.j
 [[ -n $nginx_pid ]] && run nginx-sse "http://127.0.0.1:$nginx_port/v1/chat/completions" "$work/stream.json" 16 "$nginx_pid"
 run kimi-relay-sse "http://127.0.0.1:$relay_port/v1/chat/completions" "$work/stream.json" 16 "$relay_pid"
 [[ -n $ref_pid ]] && run "ref-sse@$ref_sha" "http://127.0.0.1:$ref_port/v1/chat/completions" "$work/stream.json" 16 "$ref_pid"
-echo
-echo 'SSE, the same 21 events written by the upstream in one write (one read delivers the whole stream):'
-echo
-echo '| target         |  c  | streams/s | p50 µs   | p99 µs   | CPU µs/stream |'
-echo '|----------------|-----|-----------|----------|----------|---------------|'
-sed 's/"model":"kimi-k2"/"model":"kimi-k2-burst"/' "$work/stream.json" >"$work/burst.json"
-run direct-burst "http://127.0.0.1:$burst_port/v1/chat/completions" "$work/stream.json" 16
-[[ -n $nginx_pid ]] && run nginx-burst "http://127.0.0.1:$nginx_burst_port/v1/chat/completions" "$work/stream.json" 16 "$nginx_pid"
-run relay-burst "http://127.0.0.1:$relay_port/v1/chat/completions" "$work/burst.json" 16 "$relay_pid"
-[[ -n $ref_pid ]] && run "ref-burst@$ref_sha" "http://127.0.0.1:$ref_port/v1/chat/completions" "$work/burst.json" 16 "$ref_pid"
-echo
-echo 'SSE, the same 21 events paced 1 ms apart by the upstream (each event its own read and write), 64 connections:'
-echo
-echo '| target         |  c  | streams/s | p50 µs   | p99 µs   | CPU µs/stream |'
-echo '|----------------|-----|-----------|----------|----------|---------------|'
-sed 's/"model":"kimi-k2"/"model":"kimi-k2-paced"/' "$work/stream.json" >"$work/paced.json"
-run direct-paced "http://127.0.0.1:$paced_port/v1/chat/completions" "$work/stream.json" 64
-[[ -n $nginx_pid ]] && run nginx-paced "http://127.0.0.1:$nginx_paced_port/v1/chat/completions" "$work/stream.json" 64 "$nginx_pid"
-run relay-paced "http://127.0.0.1:$relay_port/v1/chat/completions" "$work/paced.json" 64 "$relay_pid"
-[[ -n $ref_pid ]] && run "ref-paced@$ref_sha" "http://127.0.0.1:$ref_port/v1/chat/completions" "$work/paced.json" 64 "$ref_pid"
+# sse_table TITLE NAME DIRECT_PORT NGINX_PORT MODEL CLIENTS: one SSE table,
+# the relay reaching the upstream of MODEL (its relay.yaml upstream).
+sse_table() {
+  local title=$1 name=$2 direct=$3 nginx=$4 model=$5 clients=$6
+  echo
+  echo "$title"
+  echo
+  echo '| target         |  c  | streams/s | p50 µs   | p99 µs   | CPU µs/stream |'
+  echo '|----------------|-----|-----------|----------|----------|---------------|'
+  sed "s/\"model\":\"kimi-k2\"/\"model\":\"$model\"/" "$work/stream.json" >"$work/$name.json"
+  run "direct-$name" "http://127.0.0.1:$direct/v1/chat/completions" "$work/stream.json" "$clients"
+  [[ -n $nginx_pid ]] && run "nginx-$name" "http://127.0.0.1:$nginx/v1/chat/completions" "$work/stream.json" "$clients" "$nginx_pid"
+  run "relay-$name" "http://127.0.0.1:$relay_port/v1/chat/completions" "$work/$name.json" "$clients" "$relay_pid"
+  [[ -n $ref_pid ]] && run "ref-$name@$ref_sha" "http://127.0.0.1:$ref_port/v1/chat/completions" "$work/$name.json" "$clients" "$ref_pid"
+  return 0
+}
+sse_table 'SSE, the same 21 events written by the upstream in one write (one read delivers the whole stream):' \
+  burst $burst_port $nginx_burst_port kimi-k2-burst 16
+sse_table 'SSE, the same 21 events paced 1 ms apart by the upstream (each event its own read and write), 64 connections:' \
+  paced $paced_port $nginx_paced_port kimi-k2-paced 64
 
 echo
 echo 'kimi-relay over each protocol (JSON requests; HTTP/2 runs carry 16 streams per connection):'
