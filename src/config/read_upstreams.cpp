@@ -9,6 +9,8 @@ namespace relay::config::detail {
 namespace {
 
 constexpr std::uint32_t kMaxWeight = 1'000'000;
+// Above any file-descriptor limit a worker could be given.
+constexpr std::uint32_t kMaxIdleConnections = 1'000'000;
 
 std::map<std::string, std::string> readModelMap(const Value& v) {
   std::map<std::string, std::string> out;
@@ -59,7 +61,7 @@ Upstream readUpstream(const Value& v) {
   Upstream u;
   const MapView m = v.map({"name", "base_url", "api_key", "weight", "models", "allow_insecure_http",
                            "ca_file", "max_concurrency", "rpm", "max_response_bytes",
-                           "max_event_bytes", "health", "region"});
+                           "max_event_bytes", "max_idle_connections", "health", "region"});
   u.name = readName(m.require("name"));
   m.with("allow_insecure_http", [&](const Value& x) { u.allowInsecureHttp = x.boolean(); });
 
@@ -87,6 +89,9 @@ Upstream readUpstream(const Value& v) {
          [&](const Value& x) { u.maxResponseBytes = x.unsignedInt<std::uint64_t>(1024); });
   m.with("max_event_bytes",
          [&](const Value& x) { u.maxEventBytes = x.unsignedInt<std::uint64_t>(1024, 1ull << 30); });
+  m.with("max_idle_connections", [&](const Value& x) {
+    u.maxIdleConnections = x.unsignedInt<std::uint32_t>(0, kMaxIdleConnections);
+  });
   m.with("health", [&](const Value& x) { u.health = readHealth(x); });
   m.with("region", [&](const Value& x) { u.region = readRegion(x); });
   return u;

@@ -10,7 +10,7 @@ namespace {
 std::shared_ptr<upstream::ClientPool> makePool(const Snapshot& snapshot) {
   std::vector<upstream::ClientPool::UpstreamSpec> specs;
   for (const auto& u : snapshot.catalog.upstreams())
-    specs.push_back({u.target, u.caFile});
+    specs.push_back({u.target, u.caFile, u.config->maxIdleConnections});
   return std::make_shared<upstream::ClientPool>(std::move(specs));
 }
 
@@ -20,7 +20,8 @@ bool sameEndpoints(const Snapshot& a, const Snapshot& b) {
   if (x.size() != y.size()) return false;
   for (std::size_t i = 0; i < x.size(); ++i) {
     if (x[i].target.tls != y[i].target.tls || x[i].target.host != y[i].target.host ||
-        x[i].target.port != y[i].target.port || x[i].caFile != y[i].caFile)
+        x[i].target.port != y[i].target.port || x[i].caFile != y[i].caFile ||
+        x[i].config->maxIdleConnections != y[i].config->maxIdleConnections)
       return false;
   }
   return true;

@@ -5,6 +5,7 @@
 #include "relay/upstream/client.hpp"
 
 #include <algorithm>
+#include <deque>
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/connect.hpp>
@@ -114,7 +115,11 @@ std::string describe(const Failure& f) {
 struct ClientPool::Impl final : ConnectionHome {
   std::vector<UpstreamSpec> upstreams;
   std::vector<std::shared_ptr<asio::ssl::context>> tls;
-  std::vector<std::vector<std::unique_ptr<Connection>>> idle;
+  // Per upstream, the oldest at the front: the next request takes the
+  // newest (the likeliest alive); handing one back closes those at the front
+  // past maxIdleTime (an upstream's keep-alive timeout closes its side of
+  // them: ours would otherwise stay open until the list drained to them).
+  std::vector<std::deque<std::unique_ptr<Connection>>> idle;
   Options options;
 
   std::unique_ptr<Connection> takeIdle(std::size_t index, Clock::time_point now) {
@@ -134,11 +139,14 @@ struct ClientPool::Impl final : ConnectionHome {
 
   void giveBack(std::unique_ptr<Connection> c) override {
     auto& list = idle[c->upstream];
-    if (list.size() >= options.maxIdlePerUpstream) return;
     // The coarse clock (a few milliseconds behind, never ahead): idle times
     // are compared with a second and with maxIdleTime, and the precise
     // clock would cost a time stamp counter read on every request.
-    c->idleSince = coarseSteadyNow();
+    const Clock::time_point now = coarseSteadyNow();
+    while (!list.empty() && now - list.front()->idleSince >= options.maxIdleTime)
+      list.pop_front();
+    if (list.size() >= upstreams[c->upstream].maxIdle) return;  // closed as `c` goes
+    c->idleSince = now;
     list.push_back(std::move(c));
   }
 

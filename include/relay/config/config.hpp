@@ -132,6 +132,9 @@ struct Upstream {
   std::uint32_t rpm = 0;                       // 0 = unlimited
   std::uint64_t maxResponseBytes = 64u << 20;  // non-streamed and error bodies: 502 beyond this
   std::uint64_t maxEventBytes = 1u << 20;      // one SSE event of a stream: an error event beyond
+  // Idle keep-alive connections each worker keeps to this upstream for the
+  // next requests; one handed back beyond them is closed.
+  std::uint32_t maxIdleConnections = 256;
   Health health;
   std::string region;  // where it serves from (free text, e.g. "eu-fra"); "" = unlabelled
 };

@@ -165,12 +165,14 @@ class UpstreamClient {
 class ClientPool final : public UpstreamClient {
  public:
   struct Options {
-    std::size_t maxIdlePerUpstream = 64;
     std::chrono::seconds maxIdleTime{50};  // below common upstream keep-alive timeouts
   };
   struct UpstreamSpec {
     Target target;
     std::string caFile;  // "" = system trust store
+    // Idle connections kept for reuse (upstreams[].max_idle_connections); one
+    // handed back beyond them is closed.
+    std::size_t maxIdle = 256;
   };
 
   ClientPool(std::vector<UpstreamSpec> upstreams, Options options);

@@ -1,0 +1,142 @@
+// The idle upstream connections a worker keeps for the next requests
+// (upstreams[].max_idle_connections). A connection handed back beyond them
+// is closed; those kept are reused. Reconnecting costs a TLS handshake to a
+// real provider — tens of milliseconds before the first token — so a swarm
+// whose concurrency drops and rises again should find its connections open.
+//
+// The upstream here counts the TCP connections it accepts and the ones the
+// gateway closes, and holds each answer 150 ms so that a round of requests
+// sent together needs a connection each.
+
+import assert from 'node:assert/strict';
+import http from 'node:http';
+import { after, before, describe, test } from 'node:test';
+
+import { relayConfig, startRelay, waitFor } from '../lib/harness.mjs';
+
+const KEY = 'kr-test-pool-2f4e6a8c0b1d3f5a7c9e1b3d5f7a9c0e';
+const HOLD_MS = 150;
+
+async function countingUpstream() {
+  const counts = { opened: 0, closed: 0 };
+  const server = http.createServer((req, res) => {
+    req.resume();
+    req.on('end', () => {
+      setTimeout(() => {
+        const body = JSON.stringify({
+          id: 'chatcmpl-pool',
+          object: 'chat.completion',
+          created: 1_700_000_000,
+          model: 'pool-up',
+          choices: [{ index: 0, message: { role: 'assistant', content: 'ok' }, finish_reason: 'stop' }],
+          usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 },
+        });
+        res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
+        res.end(body);
+      }, HOLD_MS);
+    });
+  });
+  server.keepAliveTimeout = 60_000;
+  server.on('connection', (socket) => {
+    counts.opened += 1;
+    socket.on('close', () => (counts.closed += 1));
+  });
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    url: `http://127.0.0.1:${server.address().port}`,
+    counts,
+    close: () =>
+      new Promise((resolve) => {
+        server.closeAllConnections();
+        server.close(resolve);
+      }),
+  };
+}
+
+// `n` requests at once; resolves when all have their answer.
+async function round(relay, n) {
+  const answers = await Promise.all(
+    Array.from({ length: n }, () =>
+      fetch(`${relay.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'pool', messages: [{ role: 'user', content: 'hi' }] }),
+      }).then(async (r) => [r.status, await r.text()]),
+    ),
+  );
+  for (const [status, text] of answers) assert.equal(status, 200, text);
+}
+
+// A gateway with one worker (one pool) in front of a fresh counting upstream.
+async function gateway(maxIdle) {
+  const upstream = await countingUpstream();
+  const relay = await startRelay(
+    relayConfig({
+      server: { workers: 1 },
+      keys: [{ name: 'pool', key: KEY }],
+      upstreams: [
+        {
+          name: 'counted',
+          url: upstream.url,
+          apiKey: 'sk-pool-upstream-secret',
+          models: { pool: 'pool-up' },
+          ...(maxIdle === undefined ? {} : { max_idle_connections: maxIdle }),
+        },
+      ],
+    }),
+  );
+  return { upstream, relay, stop: async () => Promise.all([relay.stop(), upstream.close()]) };
+}
+
+// Connections the gateway closed settle within a moment of the last answer;
+// none closing is checked after the same moment.
+const SETTLE_MS = 300;
+const settle = () => new Promise((resolve) => setTimeout(resolve, SETTLE_MS));
+
+describe('idle upstream connections (upstreams[].max_idle_connections)', () => {
+  const gateways = [];
+  after(async () => Promise.all(gateways.map((g) => g.stop())));
+
+  test('one connection more than the cap is closed when handed back; the kept ones carry the next round', async () => {
+    const g = await gateway(2);
+    gateways.push(g);
+    await round(g.relay, 3);
+    assert.equal(g.upstream.counts.opened, 3, 'three requests at once: three connections');
+    await waitFor(() => g.upstream.counts.closed === 1, { what: 'the third connection closed' });
+    await settle();
+    assert.equal(g.upstream.counts.closed, 1, 'only the one past the cap is closed');
+    await round(g.relay, 3);
+    assert.equal(g.upstream.counts.opened, 4, 'the next round reuses the two kept and opens one');
+  });
+
+  test('at the cap nothing is closed', async () => {
+    const g = await gateway(3);
+    gateways.push(g);
+    await round(g.relay, 3);
+    await settle();
+    assert.equal(g.upstream.counts.closed, 0);
+    await round(g.relay, 3);
+    assert.equal(g.upstream.counts.opened, 3, 'the second round opened no connection');
+  });
+
+  test('by default a swarm of 100 concurrent requests keeps its connections', async () => {
+    // The pool kept 64 before the cap could be set: 36 reconnects per round.
+    const g = await gateway(undefined);
+    gateways.push(g);
+    await round(g.relay, 100);
+    assert.equal(g.upstream.counts.opened, 100);
+    await settle();
+    assert.equal(g.upstream.counts.closed, 0, 'connections closed after the round');
+    await round(g.relay, 100);
+    assert.equal(g.upstream.counts.opened, 100, 'the second round opened connections');
+  });
+
+  test('0 keeps none: every request connects', async () => {
+    const g = await gateway(0);
+    gateways.push(g);
+    await round(g.relay, 2);
+    await round(g.relay, 2);
+    assert.equal(g.upstream.counts.opened, 4);
+    await waitFor(() => g.upstream.counts.closed === 4, { what: 'every connection closed' });
+  });
+});
