@@ -81,6 +81,7 @@ YAML
 
 # bench_nginx_conf FILE PORT MOCK_PORT: nginx as the same reverse proxy (one
 # worker, upstream keep-alive, no buffering, the upstream key injected).
+# NGINX_KEEPALIVE: idle upstream connections it keeps (128).
 bench_nginx_conf() {
   cat >"$1" <<CONF
 worker_processes 1;
@@ -93,7 +94,7 @@ http {
   # kimi-relay keeps a connection for any number of requests: so does nginx
   # here (its default closes after 1,000, and h2load has hung on the close).
   keepalive_requests 1000000;
-  upstream mock { server 127.0.0.1:$3; keepalive 128; keepalive_requests 1000000; }
+  upstream mock { server 127.0.0.1:$3; keepalive ${NGINX_KEEPALIVE:-128}; keepalive_requests 1000000; }
   server {
     listen 127.0.0.1:$2;
     location / {

@@ -7,7 +7,9 @@
 //
 //  - the head of a streamed answer held back to leave with the first chunk;
 //  - the bytes a send could not write at once (at most one answer or one
-//    chunk: "kept"), which go out before anything else;
+//    chunk: "kept"), which go out before anything else. Of an answer, a
+//    copy; of a chunk, only where the send stopped: its bytes are the
+//    caller's, who passes them again to writeKept();
 //  - whether a write failed (gone()), and the deadline of a write that waits
 //    for the caller to make room, which the session's watchdog enforces.
 //
@@ -70,6 +72,7 @@ class H1Writer {
       keptHead_.clear();
     }
     if (!headOnly) keptBody_ = std::move(body);
+    keptChunk_.reset();
     // Of the body, what the socket took is skipped when the rest is written.
     keptSkip_ = written > head.size() ? written - head.size() : 0;
     keptLength_ = length - written;
@@ -81,12 +84,13 @@ class H1Writer {
   void holdHead(std::string head) { heldHead_ = std::move(head); }
 
   // `bytes` as one chunk, if the socket takes it at once. When it takes
-  // part of it, the rest is kept and the answer is nullopt: the caller then
-  // awaits writeKept() (so the rest goes out as soon as the caller makes
-  // room, under the stall deadline). Also nullopt, with nothing sent, when
-  // bytes are already kept (the caller owes writeKept() first) and on TLS
-  // (its writes are never known complete at once: the caller awaits
-  // chunk()). False when the connection is gone.
+  // part of it, where it stopped is kept (not the bytes: they are the
+  // caller's) and the answer is nullopt: the caller then awaits
+  // writeKept(bytes) with the same bytes, at once (so the rest goes out as
+  // soon as the caller makes room, under the stall deadline). Also nullopt,
+  // with nothing sent, when bytes are already kept (the caller owes
+  // writeKept() first) and on TLS (its writes are never known complete at
+  // once: the caller awaits chunk()). False when the connection is gone.
   std::optional<bool> chunkNow(std::string_view bytes) {
     if constexpr (!std::is_same_v<Stream, tcp::socket>) {
       return std::nullopt;
@@ -96,7 +100,13 @@ class H1Writer {
       std::size_t written = 0;
       const Sent sent = sendChunk(c, bytes, false, written);
       if (sent != Sent::kPartial) return sent == Sent::kDone;
-      keep(c.used(), written);
+      // The held head, if this was the first chunk, is the writer's own:
+      // kept whole, with where the send stopped in the whole frame.
+      keptHead_ = std::move(c.head);
+      keptBody_.clear();
+      keptSkip_ = written;
+      keptLength_ = asio::buffer_size(c.used()) - written;
+      keptChunk_ = bytes.size();
       return std::nullopt;
     }
   }
@@ -105,7 +115,7 @@ class H1Writer {
   // in one write after whatever is kept. False when the connection is gone.
   Task<bool> chunk(std::string_view bytes, bool end) {
     if (keptLength_ != 0) {
-      if (!co_await writeKept()) co_return false;
+      if (!co_await writeKept()) co_return false;  // fails for a chunkNow() not followed up
     }
     ChunkWrite c;
     std::size_t written = 0;
@@ -119,7 +129,25 @@ class H1Writer {
   std::size_t keptBytes() const { return keptLength_; }
 
   // Writes what answerNow() or chunkNow() kept; false when the caller left.
-  Task<bool> writeKept() {
+  // After chunkNow(): `chunk` is the bytes it was given, again (what it
+  // kept is where its send stopped). Other bytes, or none, break that
+  // promise: nothing more is written and the connection is gone, rather
+  // than a frame the caller never made.
+  Task<bool> writeKept(std::string_view chunk = {}) {
+    if (keptChunk_) {
+      ChunkWrite c;
+      c.head = std::move(keptHead_);
+      const std::size_t skip = keptSkip_;
+      const bool same = chunk.size() == *keptChunk_ && !chunk.empty();
+      dropKept();
+      if (!same) {
+        gone_ = true;
+        co_return false;
+      }
+      frameChunk(c, chunk, false);
+      const std::span<const asio::const_buffer> used = c.used();
+      co_return co_await writeRest(used, skip);
+    }
     std::string head = std::move(keptHead_);
     std::string body = std::move(keptBody_);
     const std::size_t skip = keptSkip_;
@@ -134,6 +162,7 @@ class H1Writer {
     keptBody_ = std::string();
     keptSkip_ = 0;
     keptLength_ = 0;
+    keptChunk_.reset();
   }
 
   // Every byte of `buffers`: one send, and a wait for room only if the
@@ -172,6 +201,13 @@ class H1Writer {
   Sent sendChunk(ChunkWrite& c, std::string_view bytes, bool end, std::size_t& written) {
     c.head = std::move(heldHead_);
     heldHead_.clear();
+    frameChunk(c, bytes, end);
+    return sendAtOnce(c.used(), written);
+  }
+
+  // `c.head` (if any), `bytes` as a chunk (if any) and the last chunk when
+  // `end`, as the pieces of one send.
+  static void frameChunk(ChunkWrite& c, std::string_view bytes, bool end) {
     if (!c.head.empty()) c.bufs[c.n++] = asio::buffer(c.head);
     if (!bytes.empty()) {
       char* line = std::to_chars(c.size, c.size + sizeof c.size - 2, bytes.size(), 16).ptr;
@@ -182,7 +218,6 @@ class H1Writer {
       c.bufs[c.n++] = asio::buffer("\r\n", 2);
     }
     if (end) c.bufs[c.n++] = asio::buffer("0\r\n\r\n", 5);
-    return sendAtOnce(c.used(), written);
   }
 
   // One non-blocking send on plaintext; `written`: the bytes that went. TLS
@@ -204,20 +239,6 @@ class H1Writer {
       if (written == asio::buffer_size(buffers)) return Sent::kDone;
     }
     return Sent::kPartial;
-  }
-
-  // The bytes of `buffers` after the first `written`, kept for writeKept():
-  // one copy, made only when a send was partial.
-  void keep(std::span<const asio::const_buffer> buffers, std::size_t written) {
-    keptHead_.clear();
-    for (const asio::const_buffer& b : buffers) {
-      const std::size_t skip = std::min(written, b.size());
-      written -= skip;
-      keptHead_.append(static_cast<const char*>(b.data()) + skip, b.size() - skip);
-    }
-    keptBody_.clear();
-    keptSkip_ = 0;
-    keptLength_ = keptHead_.size();
   }
 
   // The rest of a write, after the first `written` bytes. `buffers` is a
@@ -247,12 +268,15 @@ class H1Writer {
   int pending_ = 0;
   bool gone_ = false;
   std::string heldHead_;
-  // What a partial send left: the head's rest (or a chunk's), the body, how
-  // much of the body was written, and the bytes left in all.
+  // What a partial send left. Of an answer: the head's rest, the body, how
+  // much of the body was written, and the bytes left in all. Of a chunk
+  // (keptChunk_: its size): the held head, if it went with it, where the
+  // send stopped in the whole frame (keptSkip_), and the bytes left.
   std::string keptHead_;
   std::string keptBody_;
   std::size_t keptSkip_ = 0;
   std::size_t keptLength_ = 0;
+  std::optional<std::size_t> keptChunk_;
 };
 
 }  // namespace relay::net

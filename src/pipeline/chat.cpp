@@ -173,9 +173,6 @@ net::Task<void> deliverStream(Worker& worker, net::ResponseSink& sink, Forwarded
   OpenStream registered(worker, f.response.get());
   StreamTransform transform(callerWantsUsage,
                             snap.catalog.upstreams()[f.upstream].config->maxEventBytes);
-  // Grows to the largest read (no reservation: an open stream that carries
-  // one small event a second should not hold a 16 KiB buffer).
-  std::string chunk;
   // The bytes of the upstream's last read, held back so that they leave with
   // the end of the stream in one write.
   std::string_view last;
@@ -189,14 +186,17 @@ net::Task<void> deliverStream(Worker& worker, net::ResponseSink& sink, Forwarded
   // once is the gateway's own time, as the parsing is.
   auto r0 = SteadyClock::now();
   while (more) {
-    chunk.clear();
+    // The body bytes go straight into the SSE parser's buffer, which grows
+    // to about the largest read (no reservation: an open stream that carries
+    // one small event a second should not hold a 16 KiB buffer).
+    std::string& in = transform.inbox();
     // read() in steps: a stream that waits for every event costs no frame
     // per event for the wait.
-    std::optional<bool> got = f.response->readNow(chunk);
+    std::optional<bool> got = f.response->readNow(in);
     while (!got) {
-      net::Task<upstream::ResponseStream::ReadWait> wait = f.response->waitMore(chunk, r0);
+      net::Task<upstream::ResponseStream::ReadWait> wait = f.response->waitMore(in, r0);
       const upstream::ResponseStream::ReadWait read = co_await std::move(wait);
-      got = f.response->readAfter(read, chunk);
+      got = f.response->readAfter(read, in);
       if (!got) {
         // Bytes came, but no body byte (a chunk's size line on its own):
         // the upstream was not silent, so its idle deadline starts again.
@@ -207,7 +207,7 @@ net::Task<void> deliverStream(Worker& worker, net::ResponseSink& sink, Forwarded
     }
     more = *got;
     record.addWait(SteadyClock::now() - r0);
-    std::string_view out = transform.push(chunk);
+    std::string_view out = transform.pushInbox();
     if (transform.failed()) break;
     if (out.empty()) {
       r0 = SteadyClock::now();  // the push above was ours, not a wait
@@ -216,7 +216,7 @@ net::Task<void> deliverStream(Worker& worker, net::ResponseSink& sink, Forwarded
     record.firstByteSent();
     record.producedSoFar(transform.events());
     if (more && f.response->complete()) {
-      last = out;  // valid until the next push(): there is none
+      last = out;  // valid until the next inbox(): there is none
       break;
     }
     bool written = false;

@@ -15,9 +15,21 @@ namespace relay::pipeline {
 // so that a read that brings the whole stream is not copied for its last
 // events.
 std::string_view StreamTransform::push(std::string_view bytes) {
-  if (failed_) return {};
   parser_.consume();  // the previous push's bytes have been written
   parser_.feed(bytes);
+  return pushInbox();
+}
+
+std::string_view StreamTransform::pushInbox() {
+  const std::string_view out = relay();
+  // The events were this read's to inspect; its bytes stay until the next
+  // push() (the caller is writing them).
+  parser_.dropEvents();
+  return out;
+}
+
+std::string_view StreamTransform::relay() {
+  if (failed_) return {};
   if (parser_.parse() != sse::ParseStatus::kOk) {
     failed_ = true;
     return {};

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "relay/common/read_room.hpp"
+
 namespace relay::sse {
 
 namespace {
@@ -49,31 +51,17 @@ std::optional<std::uint64_t> parseRetry(std::string_view value) {
 
 Parser::Parser(ParserLimits limits) : limits_(limits) {}
 
-std::span<char> Parser::prepare(std::size_t size) {
-  if (capacity_ - size_ < size) {
-    const std::size_t capacity = std::max(capacity_ * 2, size_ + size);
-    std::unique_ptr<char[]> grown(new char[capacity]);
-    if (size_ != 0) std::memcpy(grown.get(), buffer_.get(), size_);
-    buffer_ = std::move(grown);
-    capacity_ = capacity;
-  }
-  return {buffer_.get() + size_, capacity_ - size_};
-}
-
-void Parser::commit(std::size_t size) {
-  size_ += std::min(size, capacity_ - size_);
-}
-
 void Parser::feed(std::string_view bytes) {
   if (bytes.empty()) return;
-  std::memcpy(prepare(bytes.size()).data(), bytes.data(), bytes.size());
-  commit(bytes.size());
+  reserveForRead(buffer_, bytes.size());
+  buffer_.append(bytes);
 }
 
 void Parser::consume() {
-  const std::size_t tail = size_ - complete_;
-  if (tail != 0 && complete_ != 0) std::memmove(buffer_.get(), buffer_.get() + complete_, tail);
-  size_ = tail;
+  const std::size_t tail = buffer_.size() - complete_;
+  if (tail != 0 && complete_ != 0) std::memmove(buffer_.data(), buffer_.data() + complete_, tail);
+  buffer_.resize(tail);
+  size_ -= complete_;
   scanned_ -= complete_;
   lineStart_ -= complete_;
   complete_ = 0;  // Pending offsets are relative to the event start: still valid
@@ -82,7 +70,19 @@ void Parser::consume() {
   joined_.clear();
 }
 
+void Parser::dropEvents() {
+  if (events_.capacity() > kEventsKept) {
+    std::vector<Event>().swap(events_);  // (`= {}` would keep the room)
+    std::vector<EventSpans>().swap(spans_);
+  } else {
+    events_.clear();
+    spans_.clear();
+  }
+  joined_.clear();
+}
+
 void Parser::reset() {
+  buffer_.clear();
   size_ = complete_ = scanned_ = lineStart_ = 0;
   skipLf_ = bomChecked_ = false;
   status_ = ParseStatus::kOk;
@@ -94,11 +94,12 @@ void Parser::reset() {
 }
 
 ParseStatus Parser::parse() {
+  size_ = buffer_.size();
   // Room for the events these bytes may hold, at once (a provider's chunk is
   // 128 bytes or more): a read that brings a whole stream's events grows the
   // lists once, not by doubling from one. Capped: what a read of tiny events
   // needs beyond it still grows by doubling.
-  const std::size_t guess = std::min<std::size_t>((size_ - scanned_) / 128 + 1, 64);
+  const std::size_t guess = std::min<std::size_t>((size_ - scanned_) / 128 + 1, kEventsKept);
   if (status_ == ParseStatus::kOk && events_.capacity() < guess) {
     events_.reserve(guess);
     spans_.reserve(guess);
@@ -117,7 +118,7 @@ ParseStatus Parser::parse() {
 bool Parser::skipBom() {
   if (bomChecked_) return true;
   const std::size_t have = std::min(size_, kBom.size());
-  if (std::string_view(buffer_.get(), have) != kBom.substr(0, have)) {
+  if (std::string_view(buffer_.data(), have) != kBom.substr(0, have)) {
     bomChecked_ = true;
   } else if (have == kBom.size()) {
     bomChecked_ = true;
@@ -127,7 +128,7 @@ bool Parser::skipBom() {
 }
 
 void Parser::scanLines() {
-  const char* base = buffer_.get();
+  const char* base = buffer_.data();
   // Where the next CR is, at or after scanned_: searched for once and reused
   // while lines end before it. A stream whose lines end in LF alone (every
   // provider's) then costs one CR search per read, not one per line.
@@ -185,7 +186,7 @@ void Parser::scanLines() {
 // moved since earlier events of this batch were found, and joined_ may have
 // grown.
 void Parser::rebuildViews() {
-  const char* base = buffer_.get();
+  const char* base = buffer_.data();
   for (std::size_t i = 0; i < events_.size(); ++i) {
     const EventSpans& s = spans_[i];
     Event& e = events_[i];
@@ -198,7 +199,7 @@ void Parser::rebuildViews() {
 }
 
 void Parser::processLine(std::size_t lineStart, std::size_t lineEnd) {
-  const char* base = buffer_.get();
+  const char* base = buffer_.data();
   const std::string_view line(base + lineStart, lineEnd - lineStart);
   pending_.hasLines = true;
   if (line.front() == ':') {
@@ -272,14 +273,14 @@ void Parser::finishEvent(std::size_t end) {
   } else if (pending_.dataLines > 1) {
     joinData(spans, start, end);
   }
-  if (pending_.hasId) lastEventId_.assign(buffer_.get() + start + spans.idOffset, spans.idLength);
+  if (pending_.hasId) lastEventId_.assign(buffer_.data() + start + spans.idOffset, spans.idLength);
   pending_ = Pending{};
   complete_ = end;
 }
 
 // The rare multi-line event: walk its lines again and join the data values.
 void Parser::joinData(EventSpans& spans, std::size_t start, std::size_t end) {
-  const char* base = buffer_.get();
+  const char* base = buffer_.data();
   spans.dataJoined = true;
   spans.dataOffset = joined_.size();
   std::size_t at = start;

@@ -17,6 +17,7 @@
 
 #include "relay/common/head_writer.hpp"
 #include "relay/common/limits.hpp"
+#include "relay/common/read_room.hpp"
 #include "relay/common/thread_scratch.hpp"
 #include "relay/net/edge_read.hpp"
 #include "relay/net/send_now.hpp"
@@ -280,6 +281,7 @@ boost::system::error_code Exchange::parseBuffered(std::string& out, std::size_t&
 std::size_t Exchange::parse(std::string_view in, std::string& out, std::size_t& got,
                             boost::system::error_code& error) {
   const std::size_t before = out.size();
+  reserveForRead(out, in.size());  // the body bytes of `in` are at most `in`
   parser_->bodyTo(&out);
   std::size_t usedTotal = 0;
   while (!parser_->done() && in.size() > 0) {

@@ -39,9 +39,19 @@ class StreamTransform {
   static constexpr std::size_t kDefaultMaxEventBytes = std::size_t{1} << 20;
 
   // Takes the next upstream bytes and returns what the caller must receive now
-  // (possibly empty). The view is valid until the next push(). On a malformed
-  // stream (an event over the size cap) returns empty and failed() is true.
+  // (possibly empty). The view is valid until the next push() or inbox().
+  // On a malformed stream (an event over the size cap) returns empty and
+  // failed() is true.
   std::string_view push(std::string_view bytes);
+
+  // The same without a copy: the next upstream bytes are appended to
+  // inbox() (the previous push's bytes are dropped as it is called), then
+  // pushInbox() takes them.
+  std::string& inbox() {
+    parser_.consume();
+    return parser_.inbox();
+  }
+  std::string_view pushInbox();
 
   bool failed() const { return failed_; }
   bool sawDone() const { return sawDone_; }
@@ -77,6 +87,8 @@ class StreamTransform {
   void readLateUsage(const sse::Event& event);
   // The read's bytes up to `end` with edits_ applied: in the parser's buffer
   // when no edit makes its event longer, else copied into out_.
+  // pushInbox() but for dropping the read's events.
+  std::string_view relay();
   std::string_view applyEdits(std::size_t edits, bool grows, std::size_t end);
 
   sse::Parser parser_;

@@ -6,8 +6,8 @@
 // `data` lines join with LF, `event`/`id`/`retry` set their fields, unknown
 // fields are ignored, and a blank line ends an event.
 //
-// Built for forwarding without copies: the socket reads straight into the
-// parser's buffer (prepare/commit), parse() finds the complete events, and the
+// Built for forwarding without copies: the reader appends straight to the
+// parser's buffer (inbox()), parse() finds the complete events, and the
 // bytes of all of them sit contiguously at the front of the buffer
 // (completeBytes()) so the relay can write them in one call, then consume().
 // Each event also exposes its own raw bytes and decoded fields for inspection
@@ -27,7 +27,8 @@
 namespace relay::sse {
 
 // One blank-line-terminated block of the stream. Views point into the parser
-// and stay valid until its next prepare(), feed(), consume() or reset().
+// and stay valid until its next feed(), consume() or reset(), or an append
+// to its inbox().
 struct Event {
   std::string_view raw;    // exact bytes as received, terminating blank line included
   std::size_t offset = 0;  // of `raw` within completeBytes()
@@ -61,14 +62,14 @@ class Parser {
  public:
   explicit Parser(ParserLimits limits = {});
 
-  // Writable space for at least `size` more bytes, after the uncommitted end.
-  std::span<char> prepare(std::size_t size);
-  // Marks `size` bytes of the last prepare() as received.
-  void commit(std::size_t size);
-  // prepare + copy + commit.
+  // The buffer, for a reader to append the next bytes to (an HTTP body
+  // parser appends a read's body bytes straight here). The next parse()
+  // takes them. Its bytes are the parser's: append only.
+  std::string& inbox() { return buffer_; }
+  // Appends `bytes` to the buffer.
   void feed(std::string_view bytes);
 
-  // Parses what was committed since the last call. Newly complete events are
+  // Parses what was appended since the last call. Newly complete events are
   // appended to events() and their bytes to completeBytes(). After an error
   // every call returns the same error.
   ParseStatus parse();
@@ -78,17 +79,25 @@ class Parser {
   // The front of the buffer: every complete event back to back, plus bytes
   // that belong to no event (a BOM, extra blank lines, the LF of a CRLF split
   // across reads). Forwarding these bytes forwards the stream unchanged.
-  std::string_view completeBytes() const { return {buffer_.get(), complete_}; }
+  std::string_view completeBytes() const { return {buffer_.data(), complete_}; }
   // The same bytes, writable: a relay that removes or shortens events edits
   // them in place rather than copying the read. The views of events() do
   // not follow such edits; consume() drops these bytes as usual.
-  std::span<char> completeBytesForEdit() { return {buffer_.get(), complete_}; }
+  std::span<char> completeBytesForEdit() { return {buffer_.data(), complete_}; }
   // Drops completeBytes() and events(); the incomplete tail moves to the front.
   void consume();
+  // Drops events() only (completeBytes() stays until consume()), and gives
+  // their lists' memory back when a read brought more than kEventsKept
+  // events: for a caller done with the events of a read before it waits
+  // (one that relays the read), so that a burst's lists do not stay with a
+  // stream while it waits on its caller or its upstream.
+  void dropEvents();
+  // Events a parser's lists keep room for between reads.
+  static constexpr std::size_t kEventsKept = 64;
 
   // Bytes of the event still in progress (discarded at end of stream, per
   // WHATWG; a non-zero value there means the upstream cut an event short).
-  std::size_t pendingBytes() const { return size_ - complete_; }
+  std::size_t pendingBytes() const { return buffer_.size() - complete_; }
   // The last `id` seen on the stream (persists across events, per WHATWG).
   const std::string& lastEventId() const { return lastEventId_; }
   ParseStatus status() const { return status_; }
@@ -132,9 +141,8 @@ class Parser {
   void rebuildViews();
 
   ParserLimits limits_;
-  std::unique_ptr<char[]> buffer_;  // not value-initialised: reads overwrite it
-  std::size_t capacity_ = 0;
-  std::size_t size_ = 0;      // committed bytes
+  std::string buffer_;
+  std::size_t size_ = 0;      // bytes of buffer_ the last parse() took
   std::size_t complete_ = 0;  // front bytes that form complete blocks
   std::size_t scanned_ = 0;   // bytes already examined by parse()
   std::size_t lineStart_ = 0;

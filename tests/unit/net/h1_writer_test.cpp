@@ -126,18 +126,37 @@ TEST_F(H1WriterTest, WhatAPartialChunkLeavesIsKeptAndWrittenWhole) {
   EXPECT_EQ(writer.chunkNow("x"), std::nullopt);
   EXPECT_EQ(writer.keptBytes(), kept);
 
-  EXPECT_EQ(runReading(writer.writeKept(), chunkOf(big).size()), std::optional<bool>(true));
+  // What is kept is where the send stopped, not a copy: the caller gives
+  // the same bytes again.
+  EXPECT_EQ(runReading(writer.writeKept(big), chunkOf(big).size()), std::optional<bool>(true));
   EXPECT_FALSE(writer.hasKept());
   EXPECT_EQ(got, chunkOf(big));
 }
 
-TEST_F(H1WriterTest, KeptBytesGoBeforeTheNextChunkAndTheLastChunk) {
+TEST_F(H1WriterTest, AKeptChunkGoesWithItsHeldHeadBeforeTheNextChunkAndTheLastChunk) {
+  const std::string head = "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n";
+  writer.holdHead(head);
   const std::string big = bigBytes(2 << 20);
   ASSERT_EQ(writer.chunkNow(big), std::nullopt);
-  const std::string expected = chunkOf(big) + chunkOf("tail") + "0\r\n\r\n";
+  const std::string expected = head + chunkOf(big) + chunkOf("tail") + "0\r\n\r\n";
+  EXPECT_EQ(runReading(writer.writeKept(big), (head + chunkOf(big)).size()),
+            std::optional<bool>(true));
   EXPECT_EQ(runReading(writer.chunk("tail", true), expected.size()), std::optional<bool>(true));
   EXPECT_EQ(got, expected);
   EXPECT_FALSE(writer.hasKept());
+}
+
+// A caller that does not give the kept chunk's bytes back (other bytes, or
+// none: chunk() or writeKept() alone) gets false and a connection that
+// writes nothing more, never a frame it did not make.
+TEST_F(H1WriterTest, AKeptChunkNotFollowedByItsOwnBytesEndsTheConnection) {
+  const std::string big = bigBytes(2 << 20);
+  ASSERT_EQ(writer.chunkNow(big), std::nullopt);
+  const std::size_t sent = chunkOf(big).size() - writer.keptBytes();
+  EXPECT_EQ(runReading(writer.chunk("tail", true), sent), std::optional<bool>(false));
+  EXPECT_TRUE(writer.gone());
+  EXPECT_FALSE(writer.hasKept());
+  EXPECT_EQ(got, chunkOf(big).substr(0, sent));
 }
 
 TEST_F(H1WriterTest, AnAnswerWhoseBodyTheSocketDoesNotTakeIsKeptAndWrittenWhole) {

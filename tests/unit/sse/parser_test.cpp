@@ -387,10 +387,7 @@ TEST(SseParser, DefaultCapIs16MiB) {
 TEST(SseParser, ReadsStraightIntoItsBufferAndBatchesCompleteEvents) {
   Parser parser;
   const std::string_view read1 = "data: 1\n\ndata: 2\n\ndata: 3";
-  std::span<char> space = parser.prepare(4096);
-  ASSERT_GE(space.size(), 4096U);
-  std::memcpy(space.data(), read1.data(), read1.size());
-  parser.commit(read1.size());
+  parser.inbox().append(read1);  // as an HTTP body parser appends a read's body
   ASSERT_EQ(parser.parse(), ParseStatus::kOk);
   // One write forwards both complete events; the partial third stays behind.
   EXPECT_EQ(parser.completeBytes(), "data: 1\n\ndata: 2\n\n");
@@ -431,6 +428,34 @@ TEST(SseParser, LeavesAnUnterminatedEventPending) {
   relay.read("ort\n");
   EXPECT_EQ(relay.events.size(), 1U);
   EXPECT_EQ(relay.parser.pendingBytes(), 16U);
+}
+
+// A relay that is done with a read's events before it waits gives back the
+// lists of a read that brought many (a burst), and keeps those of a few.
+TEST(SseParser, DropEventsGivesBackABurstsListsAndKeepsCompleteBytes) {
+  Parser parser;
+  std::string burst;
+  for (int i = 0; i < 100; ++i)
+    burst += "data: " + std::to_string(i) + "\n\n";
+  parser.feed(burst);
+  ASSERT_EQ(parser.parse(), ParseStatus::kOk);
+  ASSERT_EQ(parser.events().size(), 100U);
+  parser.dropEvents();
+  EXPECT_TRUE(parser.events().empty());
+  EXPECT_EQ(parser.events().capacity(), 0U);
+  EXPECT_EQ(parser.completeBytes(), burst);  // still to be written
+  parser.consume();
+  parser.feed("data: a\n\ndata: b\n\n");
+  ASSERT_EQ(parser.parse(), ParseStatus::kOk);
+  parser.dropEvents();
+  EXPECT_GT(parser.events().capacity(), 0U);  // a paced stream's lists stay
+  EXPECT_LE(parser.events().capacity(), Parser::kEventsKept);
+  // Parsing goes on as before after a drop.
+  parser.consume();
+  parser.feed("data: c\n\n");
+  ASSERT_EQ(parser.parse(), ParseStatus::kOk);
+  ASSERT_EQ(parser.events().size(), 1U);
+  EXPECT_EQ(parser.events()[0].data, "c");
 }
 
 }  // namespace
