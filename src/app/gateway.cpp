@@ -158,6 +158,8 @@ namespace {
 
 // Every `every` (server.memory_release_ms), on each worker's own thread (an
 // allocator's thread cache or heap can only be emptied by its own thread):
+// - upstream connections idle past their time are closed (the worker's
+//   pool: Worker::closeStaleConnections());
 // - the worker's empty pages and thread cache go back to the allocator
 //   (collectThreadCache(); after a burst a few hundred microseconds, idle
 //   nothing to do);
@@ -170,7 +172,8 @@ namespace {
 // Worker i's first tick comes i/workers of a tick late: the ticks are
 // staggered, so that two never sweep at once (a batch holds the allocator
 // option's lock). Each sweep counts in kimi_relay_memory_sweeps_total.
-net::Task<void> markWorkerIdle(unsigned worker, unsigned workers, std::chrono::milliseconds every) {
+net::Task<void> markWorkerIdle(pipeline::Worker& w, unsigned worker, unsigned workers,
+                               std::chrono::milliseconds every) {
   auto executor = co_await asio::this_coro::executor;
   asio::steady_timer timer(executor);
   IdleEdge idle(idleThreshold(every));
@@ -178,6 +181,7 @@ net::Task<void> markWorkerIdle(unsigned worker, unsigned workers, std::chrono::m
   for (;;) {
     auto [ec] = co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
     if (ec) co_return;
+    w.closeStaleConnections();
     if (idle.tick(threadCpuTime())) {
       const bool logged = spdlog::should_log(spdlog::level::debug);
       const auto start = SteadyClock::now();
@@ -221,7 +225,8 @@ int Gateway::run() {
   // Idle MCP sessions end at their servers (a reload may add servers later).
   asio::co_spawn(runtime_.context(0), pipeline::runMcpSessionSweeper(*workers_[0]), asio::detached);
   for (unsigned i = 0; i < runtime_.workers(); ++i)
-    asio::co_spawn(runtime_.context(i), markWorkerIdle(i, runtime_.workers(), releaseEvery),
+    asio::co_spawn(runtime_.context(i),
+                   markWorkerIdle(*workers_[i], i, runtime_.workers(), releaseEvery),
                    asio::detached);
   admin_.ready = true;
   const auto& snap = *snapshot_;

@@ -158,11 +158,10 @@ class H1Session final : public ResponseSink,
 
   // A chunk the socket takes at once (nearly every SSE write to a caller
   // that keeps up) is written without a coroutine. When it takes part of
-  // it, the writer keeps the rest and the answer is nullopt: the caller
-  // co_awaits write() with the same bytes at once, and write() sends what
-  // was kept rather than the bytes again — so the rest goes out as soon as
-  // the caller makes room, under the write-stall watchdog, before the
-  // caller reads on.
+  // it, the writer keeps where it stopped (not a copy) and the answer is
+  // nullopt: the caller co_awaits write() with the same bytes at once, and
+  // write() sends their rest — so it goes out as soon as the caller makes
+  // room, under the write-stall watchdog, before the caller reads on.
   std::optional<bool> writeNow(std::string_view bytes) override {
     if (gone() || !started_ || finished_) return false;
     if (bytes.empty() || !chunked_) return true;

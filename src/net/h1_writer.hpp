@@ -106,7 +106,7 @@ class H1Writer {
       keptBody_.clear();
       keptSkip_ = written;
       keptLength_ = asio::buffer_size(c.used()) - written;
-      keptChunk_ = bytes.size();
+      keptChunk_ = bytes;
       return std::nullopt;
     }
   }
@@ -138,7 +138,9 @@ class H1Writer {
       ChunkWrite c;
       c.head = std::move(keptHead_);
       const std::size_t skip = keptSkip_;
-      const bool same = chunk.size() == *keptChunk_ && !chunk.empty();
+      // The same bytes, where they were: a view of the same range.
+      const bool same = chunk.data() == keptChunk_->data() && chunk.size() == keptChunk_->size() &&
+                        !chunk.empty();
       dropKept();
       if (!same) {
         gone_ = true;
@@ -270,13 +272,14 @@ class H1Writer {
   std::string heldHead_;
   // What a partial send left. Of an answer: the head's rest, the body, how
   // much of the body was written, and the bytes left in all. Of a chunk
-  // (keptChunk_: its size): the held head, if it went with it, where the
+  // (keptChunk_: the caller's bytes, which it passes again, never read
+  // through this view before then): the held head, if it went with it, where the
   // send stopped in the whole frame (keptSkip_), and the bytes left.
   std::string keptHead_;
   std::string keptBody_;
   std::size_t keptSkip_ = 0;
   std::size_t keptLength_ = 0;
-  std::optional<std::size_t> keptChunk_;
+  std::optional<std::string_view> keptChunk_;
 };
 
 }  // namespace relay::net

@@ -15,7 +15,8 @@ namespace relay::pipeline {
 // so that a read that brings the whole stream is not copied for its last
 // events.
 std::string_view StreamTransform::push(std::string_view bytes) {
-  parser_.consume();  // the previous push's bytes have been written
+  if (failed_) return {};  // nothing more is parsed: nothing more is held
+  parser_.consume();       // the previous push's bytes have been written
   parser_.feed(bytes);
   return pushInbox();
 }
@@ -23,7 +24,7 @@ std::string_view StreamTransform::push(std::string_view bytes) {
 std::string_view StreamTransform::pushInbox() {
   const std::string_view out = relay();
   // The events were this read's to inspect; its bytes stay until the next
-  // push() (the caller is writing them).
+  // push() or inbox() (the caller is writing them).
   parser_.dropEvents();
   return out;
 }

@@ -2,6 +2,7 @@
 
 #include <random>
 
+#include "relay/common/coarse_clock.hpp"
 #include "relay/pipeline/mcp.hpp"
 
 namespace relay::pipeline {
@@ -20,8 +21,7 @@ bool sameEndpoints(const Snapshot& a, const Snapshot& b) {
   if (x.size() != y.size()) return false;
   for (std::size_t i = 0; i < x.size(); ++i) {
     if (x[i].target.tls != y[i].target.tls || x[i].target.host != y[i].target.host ||
-        x[i].target.port != y[i].target.port || x[i].caFile != y[i].caFile ||
-        x[i].config->maxIdleConnections != y[i].config->maxIdleConnections)
+        x[i].target.port != y[i].target.port || x[i].caFile != y[i].caFile)
       return false;
   }
   return true;
@@ -40,6 +40,12 @@ void Worker::setSnapshot(std::shared_ptr<const Snapshot> snapshot) {
   if (!sameEndpoints(*snapshot_, *snapshot)) {
     clients_ = makePool(*snapshot);
     latency_.assign(snapshot->catalog.upstreams().size(), upstream::PeakEwma());
+  } else if (clients_) {
+    // The same endpoints: their connections and latencies stay; a changed
+    // idle cap applies to the pool as it is.
+    const auto& ups = snapshot->catalog.upstreams();
+    for (std::size_t i = 0; i < ups.size(); ++i)
+      clients_->setMaxIdle(i, ups[i].config->maxIdleConnections);
   }
   snapshot_ = std::move(snapshot);
   rebuildBalancers();
@@ -54,6 +60,10 @@ void Worker::releaseConnections() {
   gate_ = std::make_unique<LocalKeyGate>();
   clients_.reset();
   mcp_.reset();
+}
+
+void Worker::closeStaleConnections() {
+  if (clients_) clients_->closeStale(coarseSteadyNow());
 }
 
 void Worker::abortStreams() {

@@ -137,14 +137,20 @@ struct ClientPool::Impl final : ConnectionHome {
     return nullptr;
   }
 
+  // Closes upstream `index`'s connections idle since before `now - maxIdleTime`.
+  void closeStale(std::size_t index, Clock::time_point now) {
+    auto& list = idle[index];
+    while (!list.empty() && now - list.front()->idleSince >= options.maxIdleTime)
+      list.pop_front();
+  }
+
   void giveBack(std::unique_ptr<Connection> c) override {
     auto& list = idle[c->upstream];
     // The coarse clock (a few milliseconds behind, never ahead): idle times
     // are compared with a second and with maxIdleTime, and the precise
     // clock would cost a time stamp counter read on every request.
     const Clock::time_point now = coarseSteadyNow();
-    while (!list.empty() && now - list.front()->idleSince >= options.maxIdleTime)
-      list.pop_front();
+    closeStale(c->upstream, now);
     if (list.size() >= upstreams[c->upstream].maxIdle) return;  // closed as `c` goes
     c->idleSince = now;
     list.push_back(std::move(c));
@@ -237,6 +243,22 @@ ClientPool::ClientPool(std::vector<UpstreamSpec> upstreams, Options options)
 }
 
 ClientPool::~ClientPool() = default;
+
+void ClientPool::setMaxIdle(std::size_t index, std::size_t maxIdle) {
+  impl_->upstreams.at(index).maxIdle = maxIdle;
+  auto& list = impl_->idle.at(index);
+  while (list.size() > maxIdle)
+    list.pop_front();
+}
+
+void ClientPool::closeStale(Clock::time_point now) {
+  for (std::size_t i = 0; i < impl_->idle.size(); ++i)
+    impl_->closeStale(i, now);
+}
+
+std::size_t ClientPool::idleCount(std::size_t index) const {
+  return impl_->idle.at(index).size();
+}
 
 Task<std::unique_ptr<ResponseStream>> ClientPool::send(std::size_t index,
                                                        const OutgoingRequest& request,

@@ -5,8 +5,8 @@
 // whose concurrency drops and rises again should find its connections open.
 //
 // The upstream here counts the TCP connections it accepts and the ones the
-// gateway closes, and holds each answer 150 ms so that a round of requests
-// sent together needs a connection each.
+// gateway closes, and holds each answer until the whole round has arrived,
+// so that a round of requests sent together needs a connection each.
 
 import assert from 'node:assert/strict';
 import http from 'node:http';
@@ -15,14 +15,23 @@ import { after, before, describe, test } from 'node:test';
 import { relayConfig, startRelay, waitFor } from '../lib/harness.mjs';
 
 const KEY = 'kr-test-pool-2f4e6a8c0b1d3f5a7c9e1b3d5f7a9c0e';
-const HOLD_MS = 150;
-
 async function countingUpstream() {
   const counts = { opened: 0, closed: 0 };
+  // The answers held until `round` requests are in (or 5 s, for the test to
+  // fail on its counts rather than hang).
+  let held = [];
+  let round = 1;
+  let generation = 0; // a late timer must not release a later round's answers
+  const release = () => {
+    const now = held;
+    held = [];
+    generation += 1;
+    for (const answer of now) answer();
+  };
   const server = http.createServer((req, res) => {
     req.resume();
     req.on('end', () => {
-      setTimeout(() => {
+      held.push(() => {
         const body = JSON.stringify({
           id: 'chatcmpl-pool',
           object: 'chat.completion',
@@ -33,7 +42,13 @@ async function countingUpstream() {
         });
         res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
         res.end(body);
-      }, HOLD_MS);
+      });
+      if (held.length >= round) {
+        release();
+      } else {
+        const mine = generation;
+        setTimeout(() => mine === generation && release(), 5000).unref();
+      }
     });
   });
   server.keepAliveTimeout = 60_000;
@@ -45,6 +60,7 @@ async function countingUpstream() {
   return {
     url: `http://127.0.0.1:${server.address().port}`,
     counts,
+    expectRound: (n) => (round = n),
     close: () =>
       new Promise((resolve) => {
         server.closeAllConnections();
@@ -54,7 +70,8 @@ async function countingUpstream() {
 }
 
 // `n` requests at once; resolves when all have their answer.
-async function round(relay, n) {
+async function round({ relay, upstream }, n) {
+  upstream.expectRound(n);
   const answers = await Promise.all(
     Array.from({ length: n }, () =>
       fetch(`${relay.url}/v1/chat/completions`, {
@@ -100,22 +117,22 @@ describe('idle upstream connections (upstreams[].max_idle_connections)', () => {
   test('one connection more than the cap is closed when handed back; the kept ones carry the next round', async () => {
     const g = await gateway(2);
     gateways.push(g);
-    await round(g.relay, 3);
+    await round(g, 3);
     assert.equal(g.upstream.counts.opened, 3, 'three requests at once: three connections');
     await waitFor(() => g.upstream.counts.closed === 1, { what: 'the third connection closed' });
     await settle();
     assert.equal(g.upstream.counts.closed, 1, 'only the one past the cap is closed');
-    await round(g.relay, 3);
+    await round(g, 3);
     assert.equal(g.upstream.counts.opened, 4, 'the next round reuses the two kept and opens one');
   });
 
   test('at the cap nothing is closed', async () => {
     const g = await gateway(3);
     gateways.push(g);
-    await round(g.relay, 3);
+    await round(g, 3);
     await settle();
     assert.equal(g.upstream.counts.closed, 0);
-    await round(g.relay, 3);
+    await round(g, 3);
     assert.equal(g.upstream.counts.opened, 3, 'the second round opened no connection');
   });
 
@@ -123,19 +140,19 @@ describe('idle upstream connections (upstreams[].max_idle_connections)', () => {
     // The pool kept 64 before the cap could be set: 36 reconnects per round.
     const g = await gateway(undefined);
     gateways.push(g);
-    await round(g.relay, 100);
+    await round(g, 100);
     assert.equal(g.upstream.counts.opened, 100);
     await settle();
     assert.equal(g.upstream.counts.closed, 0, 'connections closed after the round');
-    await round(g.relay, 100);
+    await round(g, 100);
     assert.equal(g.upstream.counts.opened, 100, 'the second round opened connections');
   });
 
   test('0 keeps none: every request connects', async () => {
     const g = await gateway(0);
     gateways.push(g);
-    await round(g.relay, 2);
-    await round(g.relay, 2);
+    await round(g, 2);
+    await round(g, 2);
     assert.equal(g.upstream.counts.opened, 4);
     await waitFor(() => g.upstream.counts.closed === 4, { what: 'every connection closed' });
   });

@@ -6,6 +6,10 @@
 // the stream. Here a read larger than what is held gets room for about
 // itself; a buffer whose held bytes outgrow each read (one long event
 // arriving in pieces) still doubles, so that its copies stay linear.
+//
+// (libstdc++'s reserve() itself doubles a request under twice the current
+// capacity: the exact room is made in a new string, which it sizes as
+// asked, and swapped in.)
 #pragma once
 
 #include <algorithm>
@@ -17,7 +21,14 @@ namespace relay {
 inline void reserveForRead(std::string& s, std::size_t incoming) {
   if (s.capacity() - s.size() >= incoming) return;
   const std::size_t need = s.size() + incoming;
-  s.reserve(s.size() > incoming ? std::max(2 * s.capacity(), need) : need + need / 8);
+  if (s.size() > incoming) {
+    s.reserve(std::max(2 * s.capacity(), need));
+    return;
+  }
+  std::string room;
+  room.reserve(need + need / 8);
+  room.append(s);
+  s.swap(room);
 }
 
 }  // namespace relay

@@ -82,10 +82,12 @@ class ResponseSink {
   // this is the backpressure that pauses the upstream read of a slow client.
   virtual Task<bool> write(std::string_view bytes) = 0;
   // write() without suspending, where the sink can: true/false as write()
-  // would answer; nullopt: co_await write(bytes), with the same bytes, at
-  // once. A sink may have begun them: an HTTP/1.1 session sends what the
-  // socket takes, keeps the rest, and its write() then sends what it kept
-  // rather than the bytes again.
+  // would answer; nullopt: co_await write(bytes) at once, with the same
+  // bytes — the same view, unchanged and alive until that write() completes
+  // — and no other call before it. A sink may have begun them: an HTTP/1.1
+  // session sends what the socket takes and keeps only where it stopped;
+  // its write() sends the rest of those same bytes. Any other call instead
+  // (other bytes, finish(), finishWith()) ends the connection.
   virtual std::optional<bool> writeNow(std::string_view /*bytes*/) { return std::nullopt; }
 
   // Ends the body.

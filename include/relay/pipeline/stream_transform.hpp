@@ -85,10 +85,10 @@ class StreamTransform {
   // Reads one event in stream order and says what the caller gets of it.
   Edit inspect(const sse::Event& event);
   void readLateUsage(const sse::Event& event);
-  // The read's bytes up to `end` with edits_ applied: in the parser's buffer
-  // when no edit makes its event longer, else copied into out_.
   // pushInbox() but for dropping the read's events.
   std::string_view relay();
+  // The read's bytes up to `end` with edits_ applied: in the parser's buffer
+  // when no edit makes its event longer, else copied into out_.
   std::string_view applyEdits(std::size_t edits, bool grows, std::size_t end);
 
   sse::Parser parser_;

@@ -27,8 +27,8 @@
 namespace relay::sse {
 
 // One blank-line-terminated block of the stream. Views point into the parser
-// and stay valid until its next feed(), consume() or reset(), or an append
-// to its inbox().
+// and stay valid until its next feed(), consume(), dropEvents() or reset(),
+// or an append to its inbox().
 struct Event {
   std::string_view raw;    // exact bytes as received, terminating blank line included
   std::size_t offset = 0;  // of `raw` within completeBytes()

@@ -189,6 +189,17 @@ class ClientPool final : public UpstreamClient {
   Task<std::unique_ptr<ResponseStream>> send(std::size_t index, const OutgoingRequest& request,
                                              const Deadlines& deadlines, Failure& failure) override;
 
+  // Upstream `index`'s idle cap as a reload set it: the oldest idle
+  // connections past it are closed now; the others stay for reuse.
+  void setMaxIdle(std::size_t index, std::size_t maxIdle);
+  // Closes the connections idle for Options::maxIdleTime or longer (the
+  // worker's tick: an upstream that no request went to since keeps none
+  // open past that, each in CLOSE_WAIT once the upstream's own keep-alive
+  // timeout closed its side).
+  void closeStale(Clock::time_point now);
+  // Idle connections kept for upstream `index` (for the tests).
+  std::size_t idleCount(std::size_t index) const;
+
  private:
   struct Impl;  // the idle connections and TLS contexts (client.cpp)
   std::shared_ptr<Impl> impl_;

@@ -22,6 +22,18 @@ TEST(ReadRoom, AReadAfterAShortTailGetsAboutItsOwnSize) {
   EXPECT_EQ(s.capacity(), capacity);
 }
 
+// A buffer that has grown once already: a longer tail and a read still get
+// about their own size (the string's reserve() alone would double it).
+TEST(ReadRoom, ABufferThatGrewOnceGrowsToAboutTheReadAgain) {
+  std::string s(100, 't');
+  reserveForRead(s, 16384);
+  s.resize(2500);  // a longer unfinished event held
+  reserveForRead(s, 16384);
+  EXPECT_GE(s.capacity(), 18884U);
+  EXPECT_LE(s.capacity(), 18884U + 18884U / 8 + 32);              // not 37 KiB
+  EXPECT_EQ(s, std::string(100, 't') + std::string(2400, '\0'));  // the bytes kept
+}
+
 // Without it: what std::string's own growth would keep.
 TEST(ReadRoom, AppendingAloneWouldHoldTwiceTheRead) {
   std::string s(100, 't');

@@ -25,6 +25,37 @@ std::string feedAll(StreamTransform& t, const std::string& stream, std::size_t p
   return out;
 }
 
+// The gateway's own path: each read appended straight to the parser's
+// buffer (inbox()), then pushInbox().
+std::string feedAllInPlace(StreamTransform& t, const std::string& stream, std::size_t piece) {
+  std::string out;
+  for (std::size_t i = 0; i < stream.size(); i += piece) {
+    t.inbox().append(stream, i, piece);
+    out += t.pushInbox();
+  }
+  return out;
+}
+
+TEST(StreamTransform, ReadsAppendedInPlaceGiveWhatPushedReadsGive) {
+  // Pass-through, the gateway's usage chunk dropped, Moonshot's usage moved
+  // out of its choice and given as a chunk before [DONE].
+  const std::string streams[] = {kChunk1 + ": keep-alive\n\n" + kChunk1 + kDone,
+                                 kChunk1 + kOpenAiUsage + kDone, kChunk1 + kMoonshotLast + kDone};
+  for (const std::string& stream : streams) {
+    for (bool callerWantsUsage : {false, true}) {
+      for (std::size_t piece : {std::size_t{1}, std::size_t{7}, std::size_t{100000}}) {
+        StreamTransform pushed(callerWantsUsage);
+        StreamTransform inPlace(callerWantsUsage);
+        EXPECT_EQ(feedAllInPlace(inPlace, stream, piece), feedAll(pushed, stream, piece));
+        EXPECT_EQ(inPlace.sawDone(), pushed.sawDone());
+        EXPECT_EQ(inPlace.events(), pushed.events());
+        EXPECT_EQ(inPlace.usage().has_value(), pushed.usage().has_value());
+        EXPECT_EQ(inPlace.pendingBytes(), 0u);
+      }
+    }
+  }
+}
+
 TEST(StreamTransform, PassesEventsThroughWholeAndUnchanged) {
   StreamTransform t(false);
   const std::string stream = kChunk1 + ": keep-alive\n\n" + kChunk1 + kDone;
