@@ -181,7 +181,6 @@ net::Task<void> markWorkerIdle(pipeline::Worker& w, unsigned worker, unsigned wo
   for (;;) {
     auto [ec] = co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
     if (ec) co_return;
-    w.closeStaleConnections();
     if (idle.tick(threadCpuTime())) {
       const bool logged = spdlog::should_log(spdlog::level::debug);
       const auto start = SteadyClock::now();
@@ -203,6 +202,9 @@ net::Task<void> markWorkerIdle(pipeline::Worker& w, unsigned worker, unsigned wo
     } else {
       collectThreadCache();
     }
+    // The tick's own work, as the sweep's: not load that makes the next
+    // tick a busy one's end.
+    w.closeStaleConnections();
     idle.exclude(threadCpuTime());
     timer.expires_after(every);
   }
