@@ -9,10 +9,11 @@
 // so that a round of requests sent together needs a connection each.
 
 import assert from 'node:assert/strict';
+import { writeFileSync } from 'node:fs';
 import http from 'node:http';
-import { after, before, describe, test } from 'node:test';
+import { after, describe, test } from 'node:test';
 
-import { relayConfig, startRelay, waitFor } from '../lib/harness.mjs';
+import { relayConfig, startRelay, toYaml, waitFor } from '../lib/harness.mjs';
 
 const KEY = 'kr-test-pool-2f4e6a8c0b1d3f5a7c9e1b3d5f7a9c0e';
 async function countingUpstream() {
@@ -84,24 +85,27 @@ async function round({ relay, upstream }, n) {
   for (const [status, text] of answers) assert.equal(status, 200, text);
 }
 
-// A gateway with one worker (one pool) in front of a fresh counting upstream.
+// One worker (one pool) in front of `upstream`, with that cap.
+function configFor(upstream, maxIdle) {
+  return relayConfig({
+    server: { workers: 1 },
+    keys: [{ name: 'pool', key: KEY }],
+    upstreams: [
+      {
+        name: 'counted',
+        url: upstream.url,
+        apiKey: 'sk-pool-upstream-secret',
+        models: { pool: 'pool-up' },
+        ...(maxIdle === undefined ? {} : { max_idle_connections: maxIdle }),
+      },
+    ],
+  });
+}
+
+// A gateway in front of a fresh counting upstream.
 async function gateway(maxIdle) {
   const upstream = await countingUpstream();
-  const relay = await startRelay(
-    relayConfig({
-      server: { workers: 1 },
-      keys: [{ name: 'pool', key: KEY }],
-      upstreams: [
-        {
-          name: 'counted',
-          url: upstream.url,
-          apiKey: 'sk-pool-upstream-secret',
-          models: { pool: 'pool-up' },
-          ...(maxIdle === undefined ? {} : { max_idle_connections: maxIdle }),
-        },
-      ],
-    }),
-  );
+  const relay = await startRelay(configFor(upstream, maxIdle));
   return { upstream, relay, stop: async () => Promise.all([relay.stop(), upstream.close()]) };
 }
 
@@ -146,6 +150,25 @@ describe('idle upstream connections (upstreams[].max_idle_connections)', () => {
     assert.equal(g.upstream.counts.closed, 0, 'connections closed after the round');
     await round(g, 100);
     assert.equal(g.upstream.counts.opened, 100, 'the second round opened connections');
+  });
+
+  test('a reload that lowers the cap closes the idle connections past it and keeps the rest', async () => {
+    const g = await gateway(3);
+    gateways.push(g);
+    await round(g, 3);
+    await settle();
+    assert.equal(g.upstream.counts.closed, 0);
+    const reloads = () => g.relay.logs().split('\n').filter((l) => /reloaded /.test(l)).length;
+    const before = reloads();
+    writeFileSync(g.relay.configPath, toYaml(configFor(g.upstream, 1)));
+    g.relay.process.kill('SIGHUP');
+    await waitFor(() => reloads() > before, { what: 'the reload to be logged', timeoutMs: 5000 });
+    await waitFor(() => g.upstream.counts.closed === 2, { what: 'the two idle past the new cap closed' });
+    await settle();
+    // A pool built anew would have closed all three.
+    assert.equal(g.upstream.counts.closed, 2, 'the one under the new cap is kept');
+    await round(g, 1);
+    assert.equal(g.upstream.counts.opened, 3, 'the kept connection carried the next request');
   });
 
   test('0 keeps none: every request connects', async () => {
