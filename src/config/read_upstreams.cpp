@@ -11,6 +11,7 @@ namespace {
 constexpr std::uint32_t kMaxWeight = 1'000'000;
 // Above any file-descriptor limit a worker could be given.
 constexpr std::uint32_t kMaxIdleConnections = 1'000'000;
+constexpr std::uint32_t kMaxIdleMs = 3'600'000;  // an hour
 
 std::map<std::string, std::string> readModelMap(const Value& v) {
   std::map<std::string, std::string> out;
@@ -59,9 +60,10 @@ Health readHealth(const Value& v) {
 
 Upstream readUpstream(const Value& v) {
   Upstream u;
-  const MapView m = v.map({"name", "base_url", "api_key", "weight", "models", "allow_insecure_http",
-                           "ca_file", "max_concurrency", "rpm", "max_response_bytes",
-                           "max_event_bytes", "max_idle_connections", "health", "region"});
+  const MapView m =
+      v.map({"name", "base_url", "api_key", "weight", "models", "allow_insecure_http", "ca_file",
+             "max_concurrency", "rpm", "max_response_bytes", "max_event_bytes",
+             "max_idle_connections", "max_idle_ms", "health", "region"});
   u.name = readName(m.require("name"));
   m.with("allow_insecure_http", [&](const Value& x) { u.allowInsecureHttp = x.boolean(); });
 
@@ -92,6 +94,8 @@ Upstream readUpstream(const Value& v) {
   m.with("max_idle_connections", [&](const Value& x) {
     u.maxIdleConnections = x.unsignedInt<std::uint32_t>(0, kMaxIdleConnections);
   });
+  m.with("max_idle_ms",
+         [&](const Value& x) { u.maxIdleMs = x.unsignedInt<std::uint32_t>(100, kMaxIdleMs); });
   m.with("health", [&](const Value& x) { u.health = readHealth(x); });
   m.with("region", [&](const Value& x) { u.region = readRegion(x); });
   return u;

@@ -11,7 +11,8 @@ namespace {
 std::shared_ptr<upstream::ClientPool> makePool(const Snapshot& snapshot) {
   std::vector<upstream::ClientPool::UpstreamSpec> specs;
   for (const auto& u : snapshot.catalog.upstreams())
-    specs.push_back({u.target, u.caFile, u.config->maxIdleConnections});
+    specs.push_back({u.target, u.caFile, u.config->maxIdleConnections,
+                     std::chrono::milliseconds(u.config->maxIdleMs)});
   return std::make_shared<upstream::ClientPool>(std::move(specs));
 }
 
@@ -41,11 +42,12 @@ void Worker::setSnapshot(std::shared_ptr<const Snapshot> snapshot) {
     clients_ = makePool(*snapshot);
     latency_.assign(snapshot->catalog.upstreams().size(), upstream::PeakEwma());
   } else if (clients_) {
-    // The same endpoints: their connections and latencies stay; a changed
-    // idle cap applies to the pool as it is.
+    // The same endpoints: their connections and latencies stay; changed
+    // idle limits apply to the pool as it is.
     const auto& ups = snapshot->catalog.upstreams();
     for (std::size_t i = 0; i < ups.size(); ++i)
-      clients_->setMaxIdle(i, ups[i].config->maxIdleConnections);
+      clients_->setIdleLimits(i, ups[i].config->maxIdleConnections,
+                              std::chrono::milliseconds(ups[i].config->maxIdleMs));
   }
   snapshot_ = std::move(snapshot);
   rebuildBalancers();

@@ -120,7 +120,6 @@ struct ClientPool::Impl final : ConnectionHome {
   // past maxIdleTime (an upstream's keep-alive timeout closes its side of
   // them: ours would otherwise stay open until the list drained to them).
   std::vector<std::deque<std::unique_ptr<Connection>>> idle;
-  Options options;
 
   std::unique_ptr<Connection> takeIdle(std::size_t index, Clock::time_point now) {
     auto& list = idle[index];
@@ -130,7 +129,7 @@ struct ClientPool::Impl final : ConnectionHome {
       auto idle = now - c->idleSince;
       // A connection handed back a moment ago is alive; only one that sat idle
       // may have been closed by the upstream (one peek, no read consumed).
-      if (c->buffer.size() == 0 && idle < options.maxIdleTime &&
+      if (c->buffer.size() == 0 && idle < upstreams[index].maxIdleTime &&
           (idle < std::chrono::seconds(1) || !c->looksDead()))
         return c;
     }
@@ -140,7 +139,7 @@ struct ClientPool::Impl final : ConnectionHome {
   // Closes upstream `index`'s connections idle since before `now - maxIdleTime`.
   void closeStale(std::size_t index, Clock::time_point now) {
     auto& list = idle[index];
-    while (!list.empty() && now - list.front()->idleSince >= options.maxIdleTime)
+    while (!list.empty() && now - list.front()->idleSince >= upstreams[index].maxIdleTime)
       list.pop_front();
   }
 
@@ -234,18 +233,18 @@ Task<std::unique_ptr<Connection>> ClientPool::Impl::connect(std::size_t index, c
   co_return conn;
 }
 
-ClientPool::ClientPool(std::vector<UpstreamSpec> upstreams, Options options)
-    : impl_(std::make_shared<Impl>()) {
+ClientPool::ClientPool(std::vector<UpstreamSpec> upstreams) : impl_(std::make_shared<Impl>()) {
   impl_->tls.resize(upstreams.size());
   impl_->idle.resize(upstreams.size());
   impl_->upstreams = std::move(upstreams);
-  impl_->options = options;
 }
 
 ClientPool::~ClientPool() = default;
 
-void ClientPool::setMaxIdle(std::size_t index, std::size_t maxIdle) {
+void ClientPool::setIdleLimits(std::size_t index, std::size_t maxIdle,
+                               std::chrono::milliseconds maxIdleTime) {
   impl_->upstreams.at(index).maxIdle = maxIdle;
+  impl_->upstreams[index].maxIdleTime = maxIdleTime;
   auto& list = impl_->idle.at(index);
   while (list.size() > maxIdle)
     list.pop_front();
@@ -254,10 +253,6 @@ void ClientPool::setMaxIdle(std::size_t index, std::size_t maxIdle) {
 void ClientPool::closeStale(Clock::time_point now) {
   for (std::size_t i = 0; i < impl_->idle.size(); ++i)
     impl_->closeStale(i, now);
-}
-
-std::size_t ClientPool::idleCount(std::size_t index) const {
-  return impl_->idle.at(index).size();
 }
 
 Task<std::unique_ptr<ResponseStream>> ClientPool::send(std::size_t index,

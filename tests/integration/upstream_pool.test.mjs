@@ -85,10 +85,11 @@ async function round({ relay, upstream }, n) {
   for (const [status, text] of answers) assert.equal(status, 200, text);
 }
 
-// One worker (one pool) in front of `upstream`, with that cap.
-function configFor(upstream, maxIdle) {
+// One worker (one pool) in front of `upstream`, with that cap (and `extra`
+// upstream keys; `server` merged into the server section).
+function configFor(upstream, maxIdle, { extra = {}, server = {} } = {}) {
   return relayConfig({
-    server: { workers: 1 },
+    server: { workers: 1, ...server },
     keys: [{ name: 'pool', key: KEY }],
     upstreams: [
       {
@@ -97,15 +98,16 @@ function configFor(upstream, maxIdle) {
         apiKey: 'sk-pool-upstream-secret',
         models: { pool: 'pool-up' },
         ...(maxIdle === undefined ? {} : { max_idle_connections: maxIdle }),
+        ...extra,
       },
     ],
   });
 }
 
 // A gateway in front of a fresh counting upstream.
-async function gateway(maxIdle) {
+async function gateway(maxIdle, options) {
   const upstream = await countingUpstream();
-  const relay = await startRelay(configFor(upstream, maxIdle));
+  const relay = await startRelay(configFor(upstream, maxIdle, options));
   return { upstream, relay, stop: async () => Promise.all([relay.stop(), upstream.close()]) };
 }
 
@@ -114,7 +116,7 @@ async function gateway(maxIdle) {
 const SETTLE_MS = 300;
 const settle = () => new Promise((resolve) => setTimeout(resolve, SETTLE_MS));
 
-describe('idle upstream connections (upstreams[].max_idle_connections)', () => {
+describe('idle upstream connections (upstreams[].max_idle_connections, max_idle_ms)', () => {
   const gateways = [];
   after(async () => Promise.all(gateways.map((g) => g.stop())));
 
@@ -178,5 +180,43 @@ describe('idle upstream connections (upstreams[].max_idle_connections)', () => {
     await round(g, 2);
     assert.equal(g.upstream.counts.opened, 4);
     await waitFor(() => g.upstream.counts.closed === 4, { what: 'every connection closed' });
+  });
+
+  test('connections idle for max_idle_ms are closed by the worker\'s tick, with no request', async () => {
+    // An upstream that no request goes to any more: without the tick its
+    // idle connections would stay open (in CLOSE_WAIT once a provider's own
+    // keep-alive timeout closed its side) until traffic came back.
+    const g = await gateway(undefined, { extra: { max_idle_ms: 400 }, server: { memory_release_ms: 100 } });
+    gateways.push(g);
+    await round(g, 3);
+    const answered = Date.now();
+    await settle();
+    assert.equal(g.upstream.counts.closed, 0, 'none closed before max_idle_ms');
+    await waitFor(() => g.upstream.counts.closed === 3, { what: 'the three idle connections closed', timeoutMs: 5000 });
+    // The pool's clock may run a few milliseconds behind, never ahead.
+    assert.ok(Date.now() - answered >= 350, `closed ${Date.now() - answered} ms after the answers`);
+  });
+
+  test('a request after max_idle_ms does not take a connection idle that long, tick or not', async () => {
+    // The tick is an hour away: the request itself must not reuse them.
+    const g = await gateway(undefined, { extra: { max_idle_ms: 200 }, server: { memory_release_ms: 3_600_000 } });
+    gateways.push(g);
+    await round(g, 2);
+    await new Promise((resolve) => setTimeout(resolve, 500)); // past max_idle_ms: a real process, no clock to move
+    assert.equal(g.upstream.counts.closed, 0, 'nothing closes them before a request');
+    await round(g, 1);
+    assert.equal(g.upstream.counts.opened, 3, 'the request connected anew');
+    await waitFor(() => g.upstream.counts.closed === 2, { what: 'the two stale connections closed' });
+  });
+
+  test('max_idle_ms below 100 is refused at startup, naming the key', async () => {
+    const upstream = await countingUpstream();
+    try {
+      await assert.rejects(startRelay(configFor(upstream, undefined, { extra: { max_idle_ms: 99 } })),
+        /upstreams\[0\]\.max_idle_ms: must be an integer between 100 and 3600000, got '99'/,
+      );
+    } finally {
+      await upstream.close();
+    }
   });
 });

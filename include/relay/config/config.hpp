@@ -135,6 +135,9 @@ struct Upstream {
   // Idle keep-alive connections each worker keeps to this upstream for the
   // next requests; one handed back beyond them is closed.
   std::uint32_t maxIdleConnections = 256;
+  // How long one of them may stay idle before it is closed: under the
+  // upstream's own keep-alive timeout.
+  std::uint32_t maxIdleMs = 50'000;
   Health health;
   std::string region;  // where it serves from (free text, e.g. "eu-fra"); "" = unlabelled
 };

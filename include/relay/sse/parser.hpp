@@ -87,10 +87,12 @@ class Parser {
   // Drops completeBytes() and events(); the incomplete tail moves to the front.
   void consume();
   // Drops events() only (completeBytes() stays until consume()), and gives
-  // their lists' memory back when a read brought more than kEventsKept
-  // events: for a caller done with the events of a read before it waits
-  // (one that relays the read), so that a burst's lists do not stay with a
-  // stream while it waits on its caller or its upstream.
+  // their lists' memory back when they grew past room for kEventsKept
+  // events (a read that brought more, or a read of events under 128 bytes
+  // whose lists doubled past it): for a caller done with the events of a
+  // read before it waits (one that relays the read), so that a burst's
+  // lists do not stay with a stream while it waits on its caller or its
+  // upstream.
   void dropEvents();
   // Events a parser's lists keep room for between reads.
   static constexpr std::size_t kEventsKept = 64;

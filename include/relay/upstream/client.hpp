@@ -164,19 +164,19 @@ class UpstreamClient {
 
 class ClientPool final : public UpstreamClient {
  public:
-  struct Options {
-    std::chrono::seconds maxIdleTime{50};  // below common upstream keep-alive timeouts
-  };
   struct UpstreamSpec {
     Target target;
     std::string caFile;  // "" = system trust store
     // Idle connections kept for reuse (upstreams[].max_idle_connections); one
     // handed back beyond them is closed.
     std::size_t maxIdle = 256;
+    // How long one may stay idle (upstreams[].max_idle_ms): under the
+    // upstream's own keep-alive timeout, so that a request never takes a
+    // connection the upstream is closing.
+    std::chrono::milliseconds maxIdleTime{50'000};
   };
 
-  ClientPool(std::vector<UpstreamSpec> upstreams, Options options);
-  ClientPool(std::vector<UpstreamSpec> upstreams) : ClientPool(std::move(upstreams), Options{}) {}
+  explicit ClientPool(std::vector<UpstreamSpec> upstreams);
   ~ClientPool() override;
   ClientPool(const ClientPool&) = delete;
   ClientPool& operator=(const ClientPool&) = delete;
@@ -189,16 +189,15 @@ class ClientPool final : public UpstreamClient {
   Task<std::unique_ptr<ResponseStream>> send(std::size_t index, const OutgoingRequest& request,
                                              const Deadlines& deadlines, Failure& failure) override;
 
-  // Upstream `index`'s idle cap as a reload set it: the oldest idle
-  // connections past it are closed now; the others stay for reuse.
-  void setMaxIdle(std::size_t index, std::size_t maxIdle);
-  // Closes the connections idle for Options::maxIdleTime or longer (the
-  // worker's tick: an upstream that no request went to since keeps none
-  // open past that, each in CLOSE_WAIT once the upstream's own keep-alive
-  // timeout closed its side).
+  // Upstream `index`'s idle cap and time as a reload set them: the oldest
+  // idle connections past the cap are closed now (those past the time on the
+  // next closeStale()); the others stay for reuse.
+  void setIdleLimits(std::size_t index, std::size_t maxIdle, std::chrono::milliseconds maxIdleTime);
+  // Closes the connections idle for their upstream's maxIdleTime or longer
+  // (the worker's tick: an upstream that no request went to since keeps
+  // none open past that, each in CLOSE_WAIT once the upstream's own
+  // keep-alive timeout closed its side).
   void closeStale(Clock::time_point now);
-  // Idle connections kept for upstream `index` (for the tests).
-  std::size_t idleCount(std::size_t index) const;
 
  private:
   struct Impl;  // the idle connections and TLS contexts (client.cpp)

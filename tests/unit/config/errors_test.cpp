@@ -82,6 +82,33 @@ upstreams:
             "'0'");
 }
 
+// The idle upstream connections' keys, at both edges of their ranges.
+TEST(ConfigErrors, UpstreamIdleLimitsAtTheirEdges) {
+  const auto upstreamWith = [](std::string_view line) {
+    return R"(server:
+  listen: ["127.0.0.1:0"]
+upstreams:
+  - name: a
+    base_url: https://a.example.com/v1
+    models: [m]
+    )" + std::string(line) +
+           "\n";
+  };
+  EXPECT_EQ(errorOf(upstreamWith("max_idle_ms: 100")), "<parsed>");
+  EXPECT_EQ(errorOf(upstreamWith("max_idle_ms: 3600000")), "<parsed>");
+  EXPECT_EQ(errorOf(upstreamWith("max_idle_ms: 99")),
+            "relay.yaml:7:18: upstreams[0].max_idle_ms: must be an integer between 100 and "
+            "3600000, got '99'");
+  EXPECT_EQ(errorOf(upstreamWith("max_idle_ms: 3600001")),
+            "relay.yaml:7:18: upstreams[0].max_idle_ms: must be an integer between 100 and "
+            "3600000, got '3600001'");
+  EXPECT_EQ(errorOf(upstreamWith("max_idle_connections: 0")), "<parsed>");
+  EXPECT_EQ(errorOf(upstreamWith("max_idle_connections: 1000000")), "<parsed>");
+  EXPECT_EQ(errorOf(upstreamWith("max_idle_connections: 1000001")),
+            "relay.yaml:7:27: upstreams[0].max_idle_connections: must be an integer between 0 "
+            "and 1000000, got '1000001'");
+}
+
 TEST(ConfigErrors, NumbersAndBooleans) {
   EXPECT_EQ(errorOf(withMinimal("retry:\n  budget: {ratio: lots}\n")),
             "relay.yaml:8:19: retry.budget.ratio: must be a number between 0 and 1, got 'lots'");

@@ -430,6 +430,30 @@ TEST(SseParser, LeavesAnUnterminatedEventPending) {
   EXPECT_EQ(relay.parser.pendingBytes(), 16U);
 }
 
+// The edge of what a read's lists keep: a read of provider-sized events
+// (128 bytes or more each, so the lists are sized at once) keeps room for
+// kEventsKept of them; one more and the room goes back.
+TEST(SseParser, DropEventsKeepsRoomForKEventsKeptAndNotOneMore) {
+  const auto read = [](std::size_t events) {
+    std::string bytes;
+    for (std::size_t i = 0; i < events; ++i)
+      bytes += "data: " + std::string(130, 'x') + "\n\n";
+    return bytes;
+  };
+  Parser parser;
+  parser.feed(read(Parser::kEventsKept));
+  ASSERT_EQ(parser.parse(), ParseStatus::kOk);
+  ASSERT_EQ(parser.events().size(), Parser::kEventsKept);
+  parser.dropEvents();
+  EXPECT_EQ(parser.events().capacity(), Parser::kEventsKept);  // kept, not grown
+  parser.consume();
+  parser.feed(read(Parser::kEventsKept + 1));
+  ASSERT_EQ(parser.parse(), ParseStatus::kOk);
+  ASSERT_EQ(parser.events().size(), Parser::kEventsKept + 1);
+  parser.dropEvents();
+  EXPECT_EQ(parser.events().capacity(), 0U);
+}
+
 // A relay that is done with a read's events before it waits gives back the
 // lists of a read that brought many (a burst), and keeps those of a few.
 TEST(SseParser, DropEventsGivesBackABurstsListsAndKeepsCompleteBytes) {
