@@ -17,8 +17,9 @@ build_pkgs=(
 # python3-yaml: tests/deploy/k8s_manifests_test.py (the Kubernetes manifests).
 # chromium, chromium-driver: tests/e2e/console_browser.test.mjs drives the
 # operator console in headless Chromium through chromedriver.
+# iproute2 (ss): tests/integration/send_buffer.test.mjs reads a socket's buffers.
 test_pkgs=(curl nghttp2-client prometheus procps openssl python3-httpx python3-yaml redis-server
-  chromium chromium-driver)
+  chromium chromium-driver iproute2)
 # libFuzzer and the ASan/UBSan runtimes clang links fuzz targets with
 # (libclang_rt.fuzzer, .asan, .ubsan_standalone) are in libclang-rt-14-dev.
 fuzz_pkgs=(clang-14 libclang-rt-14-dev)

@@ -123,6 +123,7 @@ void Gateway::listen() {
     o.headerTimeoutMs = cfg.server.headerTimeoutMs;
     o.bodyTimeoutMs = cfg.server.bodyTimeoutMs;
     o.idleTimeoutMs = cfg.server.idleTimeoutMs;
+    o.sendBufferBytes = cfg.server.sendBufferBytes;
     o.http2 = cfg.server.http2;
     o.maxConnections = cfg.server.maxConnections;
     o.maxConnectionsPerIp = cfg.server.maxConnectionsPerIp;
@@ -402,15 +403,16 @@ std::string Gateway::reload() {
         "reload: log.access_log, server timeouts and http2 settings change only on restart");
   }
   if (was.listen != now.listen || was.workers != now.workers || was.busyPollUs != now.busyPollUs ||
-      was.memoryReleaseMs != now.memoryReleaseMs || was.maxRequestBytes != now.maxRequestBytes ||
+      was.memoryReleaseMs != now.memoryReleaseMs || was.sendBufferBytes != now.sendBufferBytes ||
+      was.maxRequestBytes != now.maxRequestBytes ||
       was.maxHeaderBytes != now.maxHeaderBytes || was.maxConnections != now.maxConnections ||
       was.maxConnectionsPerIp != now.maxConnectionsPerIp ||
       (was.http2.maxConcurrentStreams != now.http2.maxConcurrentStreams) ||
       previous->config.admin.listen != next->config.admin.listen ||
       previous->config.stateDir != next->config.stateDir) {
     spdlog::warn(
-        "reload: server listeners, workers, busy_poll_us, memory_release_ms, limits and state_dir "
-        "change only on restart");
+        "reload: server listeners, workers, busy_poll_us, memory_release_ms, send_buffer_bytes, "
+        "limits and state_dir change only on restart");
   }
   spdlog::info("reloaded {}: {} upstreams, {} models, {} keys", configPath_,
                next->catalog.upstreams().size(), next->catalog.routes().size(),

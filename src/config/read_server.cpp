@@ -19,6 +19,8 @@ constexpr std::uint32_t kMaxConnections = 10'000'000;
 // A worker that polls longer than a millisecond before it sleeps gains no
 // latency (a wake-up costs tens of microseconds) and only burns its core.
 constexpr std::uint32_t kMaxBusyPollUs = 1000;
+constexpr std::uint32_t kMinSendBufferBytes = 4096;
+constexpr std::uint32_t kMaxSendBufferBytes = 64u << 20;
 // A worker's memory tick: under a tenth of a second the tick's own timer and
 // collection are most of what it measures; past an hour, memory a burst left
 // stays for hours.
@@ -87,7 +89,8 @@ Server readServer(const Value& v) {
       v.map({"listen", "tls_listen", "http2", "workers", "max_request_bytes", "max_header_bytes",
              "max_connection_body_bytes", "max_connections", "max_connections_per_ip",
              "header_timeout_ms", "body_timeout_ms", "idle_timeout_ms", "drain_timeout_ms",
-             "metrics_on_main", "trusted_proxies", "busy_poll_us", "memory_release_ms"});
+             "metrics_on_main", "trusted_proxies", "busy_poll_us", "memory_release_ms",
+             "send_buffer_bytes"});
   readListeners(m, s);
   m.with("http2", [&](const Value& x) { readHttp2(x, s.http2); });
   m.with("workers", [&](const Value& x) { s.workers = x.unsignedInt<unsigned>(0, kMaxWorkers); });
@@ -124,6 +127,13 @@ Server readServer(const Value& v) {
   m.with("metrics_on_main", [&](const Value& x) { s.metricsOnMain = x.boolean(); });
   m.with("busy_poll_us",
          [&](const Value& x) { s.busyPollUs = x.unsignedInt<std::uint32_t>(0, kMaxBusyPollUs); });
+  m.with("send_buffer_bytes", [&](const Value& x) {
+    s.sendBufferBytes = x.unsignedInt<std::uint32_t>(0, kMaxSendBufferBytes);
+    if (s.sendBufferBytes != 0 && s.sendBufferBytes < kMinSendBufferBytes)
+      x.fail("must be 0 (the kernel's own, growing with the connection) or between 4096 and " +
+             std::to_string(kMaxSendBufferBytes) + ", got '" + std::to_string(s.sendBufferBytes) +
+             "'");
+  });
   m.with("memory_release_ms", [&](const Value& x) {
     s.memoryReleaseMs = x.unsignedInt<std::uint32_t>(kMinMemoryReleaseMs, kMaxMemoryReleaseMs);
   });

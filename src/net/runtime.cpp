@@ -272,6 +272,10 @@ config::Endpoint Runtime::listen(const ListenerOptions& options,
       if (::setsockopt(acceptor->native_handle(), SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) != 0)
         ec.assign(errno, boost::system::system_category());
     }
+    if (!ec && options.sendBufferBytes != 0) {
+      const int bytes = static_cast<int>(options.sendBufferBytes);
+      acceptor->set_option(asio::socket_base::send_buffer_size(bytes), ec);
+    }
     if (!ec) acceptor->bind(endpoint, ec);
     if (!ec) acceptor->listen(asio::socket_base::max_listen_connections, ec);
     if (ec) {

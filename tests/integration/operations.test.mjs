@@ -469,7 +469,7 @@ describe('hot reload (SIGHUP)', () => {
     change(cfg.server);
     cfg.keys.push({ name: 'with-restart-only-changes', sha256: sha256Hex(key) });
     const warning =
-      /reload: server listeners, workers, busy_poll_us, memory_release_ms, limits and state_dir change only on restart/;
+      /reload: server listeners, workers, busy_poll_us, memory_release_ms, send_buffer_bytes, limits and state_dir change only on restart/;
     const warned = logCount(relay, warning);
     writeFileSync(relay.configPath, toYaml(cfg));
     try {

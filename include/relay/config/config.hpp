@@ -61,6 +61,7 @@ struct Server {
   std::uint32_t drainTimeoutMs = 30'000;      // SIGTERM: time given to open exchanges
   std::uint32_t busyPollUs = 0;               // a worker polls this long before it sleeps
   std::uint32_t memoryReleaseMs = 10'000;     // each worker's memory tick (app/memory_release.hpp)
+  std::uint32_t sendBufferBytes = 0;          // SO_SNDBUF of callers' sockets; 0 = the kernel's
   bool metricsOnMain = false;                 // also serve /metrics on the main port (admin key)
   // Peers whose X-Forwarded-For is kept (the peer is appended); from anyone
   // else it is replaced by the peer's address.

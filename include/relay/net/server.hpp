@@ -41,6 +41,9 @@ struct ListenerOptions {
   std::uint32_t headerTimeoutMs = 10'000;
   std::uint32_t bodyTimeoutMs = 30'000;
   std::uint32_t idleTimeoutMs = 75'000;
+  // SO_SNDBUF of the accepted sockets (set on the listening socket, which
+  // they inherit it from); 0 = the kernel's autotuning.
+  std::uint32_t sendBufferBytes = 0;
   config::Http2Settings http2;
   // Connections beyond these are closed at accept (counted); listeners of
   // one `connectionGroup` share the counts. 0 = no cap.

@@ -1,0 +1,129 @@
+// server.send_buffer_bytes: the send buffer of the callers' sockets. By
+// default the kernel grows it with the connection, up to net.ipv4.tcp_wmem's
+// last figure (4 MiB here): a caller that reads nothing can make the kernel
+// hold that much of its answer. Set, every accepted socket has that buffer
+// (the kernel doubles the figure for its bookkeeping) and keeps it however
+// much is queued; what does not fit waits in the gateway, which then reads
+// its upstream a page at a time (relay/pipeline/read_pace.hpp) until the
+// caller catches up.
+//
+// The socket's buffer is read with ss (iproute2): skmem's tb is the kernel's
+// sk_sndbuf for that socket.
+
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import net from 'node:net';
+import { after, before, describe, test } from 'node:test';
+
+import { relayConfig, startMock, startRelay, waitFor } from '../lib/harness.mjs';
+
+const KEY = 'kr-test-sndbuf-5b7d9f1a3c5e7a9b1d3f5a7c9e1b3d5f';
+const SEND_BUFFER = 16384;
+
+// The gateway-side socket of the connection from local port `callerPort`:
+// its send queue and send buffer (tb); null when there is none.
+function gatewaySide(relayPort, callerPort) {
+  const out = execFileSync(
+    'ss',
+    // Any state: a gateway done with its answer has closed its side (FIN-WAIT).
+    ['-tmnH', `( sport = :${relayPort} and dport = :${callerPort} )`],
+    { encoding: 'utf8' },
+  );
+  const queue = /^[A-Z0-9-]+\s+\d+\s+(\d+)\s/m.exec(out); // State Recv-Q Send-Q ...
+  const tb = /\btb(\d+)\b/.exec(out);
+  if (!queue || !tb) return null;
+  return { sendQueue: Number(queue[1]), sendBuffer: Number(tb[1]) };
+}
+
+// A raw HTTP/1.1 caller that does not read until told to.
+async function pausedStream(relay, chunks) {
+  const { hostname, port } = new URL(relay.url);
+  const socket = net.connect(Number(port), hostname);
+  const received = [];
+  socket.on('data', (d) => received.push(d));
+  const closed = new Promise((resolve) => socket.on('close', resolve));
+  socket.pause();
+  await new Promise((resolve, reject) => socket.once('connect', resolve).once('error', reject));
+  const body = JSON.stringify({ model: 'kimi-k2', stream: true, messages: [{ role: 'user', content: 'long' }] });
+  socket.write(
+    `POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\nauthorization: Bearer ${KEY}\r\n` +
+      `content-type: application/json\r\nconnection: close\r\nx-mock-chunks: ${chunks}\r\n` +
+      `content-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
+  );
+  return { socket, callerPort: socket.localPort, relayPort: Number(port), received, closed };
+}
+
+describe('server.send_buffer_bytes', () => {
+  let mock;
+  const relays = [];
+  before(async () => {
+    mock = await startMock({ name: 'sndbuf', chunkDelayMs: 0 });
+  });
+  after(async () => Promise.all([...relays.map((r) => r.stop()), mock?.stop()]));
+
+  const gateway = async (server) => {
+    const relay = await startRelay(
+      relayConfig({
+        server: { workers: 1, ...server },
+        keys: [{ name: 'sndbuf', key: KEY }],
+        upstreams: [{ name: 'mock', url: mock.url, apiKey: mock.apiKey, models: { 'kimi-k2': 'kimi-k2' } }],
+      }),
+    );
+    relays.push(relay);
+    return relay;
+  };
+
+  test('a caller that reads nothing: its socket holds the set buffer, the rest waits; then the stream arrives whole', async () => {
+    const relay = await gateway({ send_buffer_bytes: SEND_BUFFER });
+    const CHUNKS = 5000; // about 1 MB of events, far more than the buffers hold
+    const s = await pausedStream(relay, CHUNKS);
+    try {
+      // The gateway fills the socket; the kernel keeps the buffer as set.
+      let seen = null;
+      await waitFor(() => (seen = gatewaySide(s.relayPort, s.callerPort)) && seen.sendQueue > 0, {
+        what: 'the gateway to queue bytes for the caller',
+        timeoutMs: 5000,
+      });
+      seen = gatewaySide(s.relayPort, s.callerPort);
+      assert.equal(seen.sendBuffer, 2 * SEND_BUFFER, 'the kernel doubles SO_SNDBUF; it does not grow');
+      assert.ok(seen.sendQueue <= 2 * SEND_BUFFER, `send queue ${seen.sendQueue}`);
+      s.socket.resume();
+      let timer;
+      await Promise.race([
+        s.closed,
+        new Promise((_, reject) => (timer = setTimeout(() => reject(new Error('the stream did not end')), 30_000))),
+      ]).finally(() => clearTimeout(timer));
+    } finally {
+      s.socket.destroy();
+    }
+    const text = Buffer.concat(s.received).toString('latin1');
+    assert.match(text, /^HTTP\/1\.1 200 /);
+    const contents = text.match(/"content":"[^"]*"/g) ?? [];
+    assert.ok(contents.length >= CHUNKS, `${contents.length} content deltas of ${CHUNKS}`);
+    assert.ok(text.includes('data: [DONE]'), 'the stream ended with [DONE]');
+    assert.ok(text.endsWith('0\r\n\r\n'), 'the chunked body ended');
+  });
+
+  test('by default the kernel grows the buffer of a caller that reads nothing past any fixed one', async () => {
+    // What the setting bounds: without it, the same caller's socket grows.
+    const relay = await gateway({});
+    const s = await pausedStream(relay, 5000);
+    try {
+      let seen = null;
+      await waitFor(() => (seen = gatewaySide(s.relayPort, s.callerPort)) && seen.sendQueue > 2 * SEND_BUFFER, {
+        what: 'the send queue to pass twice the fixed buffer',
+        timeoutMs: 5000,
+      });
+      assert.ok(seen.sendBuffer > 2 * SEND_BUFFER, `tb ${seen.sendBuffer}`);
+    } finally {
+      s.socket.destroy();
+    }
+  });
+
+  test('a value under 4096 (but 0) is refused at startup, naming the key', async () => {
+    await assert.rejects(
+      gateway({ send_buffer_bytes: 4095 }),
+      /server\.send_buffer_bytes: must be 0 \(the kernel's own, growing with the connection\) or between 4096 and 67108864, got '4095'/,
+    );
+  });
+});
