@@ -60,12 +60,15 @@ bench_mock() {
 }
 
 # bench_relay_yaml FILE RELAY_PORT MOCK_PORT: one worker, the bench key, one
-# plain-HTTP upstream serving kimi-k2.
+# plain-HTTP upstream serving kimi-k2. SEND_BUFFER: the callers' sockets' send
+# buffer (server.send_buffer_bytes; nginx: listen ... sndbuf=), unset: the
+# kernel's.
 bench_relay_yaml() {
   cat >"$1" <<YAML
 server:
   listen: ["127.0.0.1:$2"]
   workers: 1
+${SEND_BUFFER:+  send_buffer_bytes: $SEND_BUFFER}
 keys:
   - name: bench
     sha256: "$key_sha"
@@ -96,7 +99,7 @@ http {
   keepalive_requests 1000000;
   upstream mock { server 127.0.0.1:$3; keepalive ${NGINX_KEEPALIVE:-128}; keepalive_requests 1000000; }
   server {
-    listen 127.0.0.1:$2;
+    listen 127.0.0.1:$2${SEND_BUFFER:+ sndbuf=$SEND_BUFFER};
     location / {
       proxy_pass http://mock;
       proxy_http_version 1.1;

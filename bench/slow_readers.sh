@@ -5,7 +5,10 @@
 # each of CONNS callers (bench/slow_reader.py) reads at RATE bytes/s through
 # a RCVBUF-byte receive buffer and asks for the next stream when one ends.
 # A proxy must stop reading the upstream, or hold what the caller has not
-# taken: this measures what holding costs.
+# taken: this measures what holding costs. With the kernel's own send
+# buffers (SEND_BUFFER unset) a loopback caller's socket grows to take a
+# whole stream, and the proxies hold nothing for long; with SEND_BUFFER set
+# (both proxies' callers' sockets) what does not fit waits in the proxy.
 #
 # Per proxy and round: streams completed and failed, CPU µs per stream and
 # per MiB delivered (utime + stime of /proc/PID/stat over the run; kimi-relay
@@ -18,6 +21,7 @@
 #
 #   bench/slow_readers.sh                            # 3 rounds of 15 s, 200 callers at 64 KiB/s
 #   CONNS=1000 RATE=16384 ROUNDS=2 bench/slow_readers.sh
+#   SEND_BUFFER=16384 bench/slow_readers.sh          # callers' send buffers fixed (both proxies)
 #   REF=build-ref-abc1234 bench/slow_readers.sh      # also that build
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"

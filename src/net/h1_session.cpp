@@ -168,8 +168,6 @@ class H1Session final : public ResponseSink,
     return writer_.chunkNow(bytes);
   }
 
-  bool callerBehind() const override { return writer_.behind(); }
-
   Task<bool> write(std::string_view bytes) override {
     // The rest of these same bytes, which writeNow() began (the writer kept
     // where it stopped, not a copy).

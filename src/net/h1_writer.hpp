@@ -99,7 +99,6 @@ class H1Writer {
       ChunkWrite c;
       std::size_t written = 0;
       const Sent sent = sendChunk(c, bytes, false, written);
-      behind_ = sent == Sent::kPartial;
       if (sent != Sent::kPartial) return sent == Sent::kDone;
       // The held head, if this was the first chunk, is the writer's own:
       // kept whole, with where the send stopped in the whole frame.
@@ -127,8 +126,6 @@ class H1Writer {
   }
 
   bool hasKept() const { return keptLength_ != 0; }
-  // The last chunkNow() sent part of its chunk: the caller's socket was full.
-  bool behind() const { return behind_; }
   std::size_t keptBytes() const { return keptLength_; }
 
   // Writes what answerNow() or chunkNow() kept; false when the caller left.
@@ -272,7 +269,6 @@ class H1Writer {
   SteadyClock::time_point stallDeadline_{};
   int pending_ = 0;
   bool gone_ = false;
-  bool behind_ = false;  // behind()
   std::string heldHead_;
   // What a partial send left. Of an answer: the head's rest, the body, how
   // much of the body was written, and the bytes left in all. Of a chunk

@@ -12,9 +12,7 @@
 #include "chat_record.hpp"
 #include "relay/common/json_write.hpp"
 #include "relay/common/limits.hpp"
-#include "relay/common/read_room.hpp"
 #include "relay/common/request_id.hpp"
-#include "relay/pipeline/read_pace.hpp"
 #include "relay/pipeline/steps.hpp"
 #include "relay/pipeline/stream_transform.hpp"
 #include "relay/sse/usage.hpp"
@@ -179,7 +177,6 @@ net::Task<void> deliverStream(Worker& worker, net::ResponseSink& sink, Forwarded
   // the end of the stream in one write.
   std::string_view last;
   bool more = true;
-  ReadPace pace;  // smaller reads while the caller is behind
   // When the wait for the next read began. Two clock readings per event: as
   // its read ends and as its write ends (which also starts the upstream's
   // idle deadline for the next read); a third when the write must wait
@@ -193,7 +190,6 @@ net::Task<void> deliverStream(Worker& worker, net::ResponseSink& sink, Forwarded
     // to about the largest read (no reservation: an open stream that carries
     // one small event a second should not hold a 16 KiB buffer).
     std::string& in = transform.inbox();
-    if (pace.behind()) fitForRead(in, ReadPace::kBehindBytes);
     // read() in steps: a stream that waits for every event costs no frame
     // per event for the wait.
     std::optional<bool> got = f.response->readNow(in);
@@ -234,7 +230,6 @@ net::Task<void> deliverStream(Worker& worker, net::ResponseSink& sink, Forwarded
       record.addWait(r0 - w0);
     }
     if (!written) co_return;  // caller gone: the upstream request is dropped with `f`
-    if (pace.afterWrite(sink.callerBehind())) f.response->setReadSize(pace.readSize());
   }
   // The upstream has said all it will: its slot is free before the last
   // bytes reach the caller (see settleJson). One cut off mid-stream (an

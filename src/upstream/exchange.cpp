@@ -205,8 +205,9 @@ Task<Exchange::ReadWait> Exchange::waitMore(std::string& out, Clock::time_point 
   // makes an edge read (relay/net/edge_read.hpp): while it waits it holds
   // no buffer (an open stream between events costs its socket only);
   // parseBuffered() takes what it brought and gives the buffer back.
-  if (conn_->tls) return conn_->tls->async_read_some(conn_->buffer.prepare(readSize_), kTuple);
-  return net::asyncEdgeRead(*conn_->plain, conn_->buffer, readSize_, kTuple);
+  if (conn_->tls)
+    return conn_->tls->async_read_some(conn_->buffer.prepare(Connection::kReadBytes), kTuple);
+  return net::asyncEdgeRead(*conn_->plain, conn_->buffer, Connection::kReadBytes, kTuple);
 }
 
 std::optional<bool> Exchange::readAfter(const ReadWait& got, std::string& out) {

@@ -6,7 +6,6 @@
 // Where connections come from (the pool, connecting) is client.cpp's.
 #pragma once
 
-#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -111,9 +110,6 @@ class Exchange final : public ResponseStream {
   std::optional<bool> readAllNow(std::string& out, std::uint64_t limit) override;
   Task<ReadWait> waitMore(std::string& out, Clock::time_point now) override;
   std::optional<bool> readAfter(const ReadWait& got, std::string& out) override;
-  void setReadSize(std::size_t bytes) override {
-    readSize_ = bytes == 0 ? Connection::kReadBytes : std::min(bytes, Connection::kReadBytes);
-  }
 
  private:
   std::optional<boost::system::error_code> parseHead();
@@ -141,7 +137,6 @@ class Exchange final : public ResponseStream {
   std::size_t requestBytesWritten_ = 0;
   std::string pendingHead_;  // the request head while finishRequest() writes it
   int interims_ = 0;         // 1xx answers so far
-  std::size_t readSize_ = Connection::kReadBytes;  // a body wait's read (setReadSize())
 };
 
 }  // namespace relay::upstream

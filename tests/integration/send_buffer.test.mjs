@@ -3,9 +3,8 @@
 // last figure (4 MiB here): a caller that reads nothing can make the kernel
 // hold that much of its answer. Set, every accepted socket has that buffer
 // (the kernel doubles the figure for its bookkeeping) and keeps it however
-// much is queued; what does not fit waits in the gateway, which then reads
-// its upstream a page at a time (relay/pipeline/read_pace.hpp) until the
-// caller catches up.
+// much is queued; what does not fit waits in the gateway (one upstream read
+// per stream), which stops reading its upstream until the caller catches up.
 //
 // The socket's buffer is read with ss (iproute2): skmem's tb is the kernel's
 // sk_sndbuf for that socket.

@@ -31,19 +31,4 @@ inline void reserveForRead(std::string& s, std::size_t incoming) {
   s.swap(room);
 }
 
-// The reverse, for a buffer that grew for large reads and now takes small
-// ones (a stream whose caller is behind, relay/pipeline/read_pace.hpp): when
-// it holds no more than a read and its room is over twice `incoming`, it is
-// remade with room for about `incoming`. A buffer holding more (a long event
-// arriving in pieces) is left as it is: remaking it on every read would copy
-// the event each time.
-inline void fitForRead(std::string& s, std::size_t incoming) {
-  if (s.size() > incoming || s.capacity() - s.size() <= 2 * incoming) return;
-  const std::size_t need = s.size() + incoming;
-  std::string room;
-  room.reserve(need + need / 8);
-  room.append(s);
-  s.swap(room);
-}
-
 }  // namespace relay

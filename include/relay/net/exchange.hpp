@@ -89,13 +89,6 @@ class ResponseSink {
   // its write() sends the rest of those same bytes. Any other call instead
   // (other bytes, finish(), finishWith()) ends the connection.
   virtual std::optional<bool> writeNow(std::string_view /*bytes*/) { return std::nullopt; }
-  // True when the caller did not take the last write at once: its socket
-  // was full (HTTP/1.1 without TLS; a writeNow() that answered nullopt
-  // after sending part). A stream then reads less from its upstream, since
-  // the sink keeps the read's bytes (not a copy) until the caller takes
-  // them. False where the sink cannot tell or copies what it is given (TLS,
-  // HTTP/2: their writes are never known complete at once).
-  virtual bool callerBehind() const { return false; }
 
   // Ends the body.
   virtual Task<bool> finish() = 0;

@@ -138,11 +138,6 @@ class ResponseStream {
     (void)out;
     return std::exchange(steppedRead_, std::nullopt);
   }
-  // The most the next waits (waitMore(), read()) take from the transport
-  // at once; 0: the transport's own read size (16 KiB). A stream relayed
-  // to a caller that is behind reads less, so that what it holds while the
-  // caller catches up is a small read, not a large one. By default ignored.
-  virtual void setReadSize(std::size_t bytes) { (void)bytes; }
   virtual const Failure& failure() const = 0;
   // Closes the connection now; a pending read() ends with a failure. Used at
   // shutdown, so that an open stream can still be ended with an error event.

@@ -58,45 +58,4 @@ TEST(ReadRoom, ALongEventInSmallPiecesDoubles) {
 }
 
 }  // namespace
-// A stream's buffer that grew for a 16 KiB read, while its caller is
-// behind and it reads 4 KiB at a time: made to fit them, its tail kept.
-TEST(ReadRoom, ABufferGrownForLargeReadsIsMadeToFitSmallOnes) {
-  std::string s(100, 't');
-  reserveForRead(s, 16384);
-  fitForRead(s, 4096);
-  EXPECT_GE(s.capacity(), 4196U);
-  EXPECT_LE(s.capacity(), 4196U + 4196U / 8 + 32);
-  EXPECT_EQ(s, std::string(100, 't'));
-  // Then the small reads fit without growing, and nothing is remade.
-  const char* data = s.data();
-  reserveForRead(s, 4096);
-  fitForRead(s, 4096);
-  EXPECT_EQ(s.data(), data);
-}
-
-// At the edge: room of exactly twice the read is kept; one byte more is not.
-TEST(ReadRoom, FittingKeepsRoomOfTwiceTheReadAndNotOneByteMore) {
-  std::string s;
-  s.reserve(8192);
-  const std::size_t room = s.capacity();  // 8192 (libstdc++ reserves what is asked)
-  ASSERT_EQ(room, 8192U);
-  fitForRead(s, 4096);
-  EXPECT_EQ(s.capacity(), room);
-  s.reserve(8193);
-  ASSERT_GT(s.capacity(), 8192U);
-  fitForRead(s, 4096);
-  EXPECT_LE(s.capacity(), 4096U + 4096U / 8 + 32);
-}
-
-// A buffer holding more than a read (a long event arriving in pieces) is
-// left as it is: remaking it on every read would copy the event each time.
-TEST(ReadRoom, ABufferHoldingMoreThanAReadIsNotRemade) {
-  std::string s(10000, 'e');
-  s.reserve(65536);
-  const char* data = s.data();
-  fitForRead(s, 4096);
-  EXPECT_EQ(s.data(), data);
-  EXPECT_GE(s.capacity(), 65536U);
-}
-
 }  // namespace relay

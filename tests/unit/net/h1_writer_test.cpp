@@ -133,22 +133,6 @@ TEST_F(H1WriterTest, WhatAPartialChunkLeavesIsKeptAndWrittenWhole) {
   EXPECT_EQ(got, chunkOf(big));
 }
 
-// behind(): the last chunk sent at once or not, which a stream reads its
-// upstream by (relay/pipeline/read_pace.hpp).
-TEST_F(H1WriterTest, BehindIsWhetherTheLastChunkWentAtOnce) {
-  EXPECT_FALSE(writer.behind());
-  EXPECT_EQ(writer.chunkNow("data: 1\n\n"), std::optional<bool>(true));
-  EXPECT_FALSE(writer.behind());
-  const std::string big = bigBytes(4 << 20);
-  ASSERT_EQ(writer.chunkNow(big), std::nullopt);
-  EXPECT_TRUE(writer.behind());
-  const std::size_t expected = chunkOf("data: 1\n\n").size() + chunkOf(big).size();
-  ASSERT_EQ(runReading(writer.writeKept(big), expected), std::optional<bool>(true));
-  EXPECT_TRUE(writer.behind()) << "a write that had to wait still says the caller fell behind";
-  EXPECT_EQ(writer.chunkNow("data: 2\n\n"), std::optional<bool>(true));
-  EXPECT_FALSE(writer.behind());
-}
-
 TEST_F(H1WriterTest, AKeptChunkGoesWithItsHeldHeadBeforeTheNextChunkAndTheLastChunk) {
   const std::string head = "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n";
   writer.holdHead(head);
