@@ -21,7 +21,8 @@
 #
 #   bench/slow_readers.sh                            # 3 rounds of 15 s, 200 callers at 64 KiB/s
 #   CONNS=1000 RATE=16384 ROUNDS=2 bench/slow_readers.sh
-#   SEND_BUFFER=16384 bench/slow_readers.sh          # callers' send buffers fixed (both proxies)
+#   SEND_BUFFER=16384 bench/slow_readers.sh          # callers' send buffers fixed (both proxies;
+#                                                    # a REF build must know server.send_buffer_bytes)
 #   REF=build-ref-abc1234 bench/slow_readers.sh      # also that build
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -95,7 +96,8 @@ PY
 }
 
 echo "kimi-relay $("$bin/kimi-relay" --version | awk '{print $2}'), $(date -u +%Y-%m-%dT%H:%MZ);" \
-  "$conns callers at $rate B/s, rcvbuf $rcvbuf, $events-event streams written at once, ${duration}s per run"
+  "$conns callers at $rate B/s, rcvbuf $rcvbuf, $events-event streams written at once, ${duration}s per run," \
+  "callers' send buffers: ${SEND_BUFFER:-autotuned}"
 for round in $(seq "$rounds"); do
   for name in kimi-relay nginx ${REF:+reference}; do
     one "$name"

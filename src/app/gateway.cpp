@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <fstream>
 #include <optional>
 
 #include <boost/asio/as_tuple.hpp>
@@ -110,8 +111,27 @@ std::shared_ptr<const pipeline::Snapshot> Gateway::current() const {
   return snapshot_;
 }
 
+namespace {
+
+// The kernel caps SO_SNDBUF at net.core.wmem_max without a word: say so when
+// server.send_buffer_bytes is over it.
+void warnIfSendBufferCapped(std::uint32_t bytes) {
+  if (bytes == 0) return;
+  std::ifstream file("/proc/sys/net/core/wmem_max");
+  std::uint64_t max = 0;
+  if (!(file >> max) || bytes <= max) return;
+  spdlog::warn(
+      "server.send_buffer_bytes {} is over net.core.wmem_max ({}): the kernel gives each "
+      "caller's socket {} bytes (twice the cap) instead; raise net.core.wmem_max or lower the "
+      "setting",
+      bytes, max, 2 * max);
+}
+
+}  // namespace
+
 void Gateway::listen() {
   const config::Config& cfg = snapshot_->config;
+  warnIfSendBufferCapped(cfg.server.sendBufferBytes);
   auto mainFor = [this](unsigned w) { return api::mainHandler(*workers_[w]); };
   auto options = [&](std::string name, const config::Endpoint& address) {
     net::ListenerOptions o;
@@ -144,7 +164,8 @@ void Gateway::listen() {
     net::ListenerOptions o = options("admin", *cfg.admin.listen);
     o.maxRequestBytes = 64 * 1024;
     o.maxConnectionBodyBytes = 128 * 1024;
-    o.drains = false;  // probes must keep getting answers while the rest drains
+    o.drains = false;       // probes must keep getting answers while the rest drains
+    o.sendBufferBytes = 0;  // a large scrape is not held to the callers' buffer
     // Probes and scrapes must get through when callers fill the main
     // listeners: the admin listener counts apart, with a cap of its own.
     o.connectionGroup = "admin";
@@ -404,8 +425,8 @@ std::string Gateway::reload() {
   }
   if (was.listen != now.listen || was.workers != now.workers || was.busyPollUs != now.busyPollUs ||
       was.memoryReleaseMs != now.memoryReleaseMs || was.sendBufferBytes != now.sendBufferBytes ||
-      was.maxRequestBytes != now.maxRequestBytes ||
-      was.maxHeaderBytes != now.maxHeaderBytes || was.maxConnections != now.maxConnections ||
+      was.maxRequestBytes != now.maxRequestBytes || was.maxHeaderBytes != now.maxHeaderBytes ||
+      was.maxConnections != now.maxConnections ||
       was.maxConnectionsPerIp != now.maxConnectionsPerIp ||
       (was.http2.maxConcurrentStreams != now.http2.maxConcurrentStreams) ||
       previous->config.admin.listen != next->config.admin.listen ||

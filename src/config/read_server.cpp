@@ -128,11 +128,12 @@ Server readServer(const Value& v) {
   m.with("busy_poll_us",
          [&](const Value& x) { s.busyPollUs = x.unsignedInt<std::uint32_t>(0, kMaxBusyPollUs); });
   m.with("send_buffer_bytes", [&](const Value& x) {
-    s.sendBufferBytes = x.unsignedInt<std::uint32_t>(0, kMaxSendBufferBytes);
-    if (s.sendBufferBytes != 0 && s.sendBufferBytes < kMinSendBufferBytes)
-      x.fail("must be 0 (the kernel's own, growing with the connection) or between 4096 and " +
-             std::to_string(kMaxSendBufferBytes) + ", got '" + std::to_string(s.sendBufferBytes) +
-             "'");
+    const auto bytes = x.unsignedInt<std::uint64_t>();
+    if (bytes != 0 && (bytes < kMinSendBufferBytes || bytes > kMaxSendBufferBytes))
+      x.fail("must be 0 (the kernel's own, growing with the connection) or between " +
+             std::to_string(kMinSendBufferBytes) + " and " + std::to_string(kMaxSendBufferBytes) +
+             ", got " + x.echo());
+    s.sendBufferBytes = static_cast<std::uint32_t>(bytes);
   });
   m.with("memory_release_ms", [&](const Value& x) {
     s.memoryReleaseMs = x.unsignedInt<std::uint32_t>(kMinMemoryReleaseMs, kMaxMemoryReleaseMs);

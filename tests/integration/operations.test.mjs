@@ -498,6 +498,12 @@ describe('hot reload (SIGHUP)', () => {
     }, NEW_KEY + 'm');
   });
 
+  test('a reload that changes only server.send_buffer_bytes applies the rest and names it as restart-only', async () => {
+    await reloadWithRestartOnlyChange((server) => {
+      server.send_buffer_bytes = 65536;
+    }, NEW_KEY + 's');
+  });
+
   test('POST /admin/reload without admin.key_sha256 is refused with 403', async () => {
     const res = await fetch(`${env.relay.adminUrl}/admin/reload`, {
       method: 'POST',

@@ -109,6 +109,23 @@ upstreams:
             "and 1000000, got '1000001'");
 }
 
+// server.send_buffer_bytes: 0 (the kernel's) or 4096..64 MiB.
+TEST(ConfigErrors, SendBufferBytesAtItsEdges) {
+  const auto with = [](std::string_view value) {
+    return "server:\n  listen: [\"127.0.0.1:0\"]\n  send_buffer_bytes: " + std::string(value) +
+           "\nupstreams:\n  - name: a\n    base_url: https://a.example.com/v1\n    models: [m]\n";
+  };
+  EXPECT_EQ(errorOf(with("0")), "<parsed>");
+  EXPECT_EQ(errorOf(with("4096")), "<parsed>");
+  EXPECT_EQ(errorOf(with("67108864")), "<parsed>");
+  const std::string range =
+      "relay.yaml:3:22: server.send_buffer_bytes: must be 0 (the kernel's own, growing with the "
+      "connection) or between 4096 and 67108864, got ";
+  EXPECT_EQ(errorOf(with("1")), range + "'1'");
+  EXPECT_EQ(errorOf(with("4095")), range + "'4095'");
+  EXPECT_EQ(errorOf(with("67108865")), range + "'67108865'");
+}
+
 TEST(ConfigErrors, NumbersAndBooleans) {
   EXPECT_EQ(errorOf(withMinimal("retry:\n  budget: {ratio: lots}\n")),
             "relay.yaml:8:19: retry.budget.ratio: must be a number between 0 and 1, got 'lots'");

@@ -315,6 +315,24 @@ upstreams: [{name: m, base_url: "https://m.example.com", models: [x]}]
   }
 }
 
+// server.send_buffer_bytes and upstreams[].max_idle_ms / max_idle_connections:
+// the defaults when absent, and the values given kept as given.
+TEST(ConfigParse, SendBufferAndIdleUpstreamKeysKeepTheirValues) {
+  const Config defaults = parseConfig(kMinimal, "a.yaml", fakeEnv());
+  EXPECT_EQ(defaults.server.sendBufferBytes, 0u);
+  EXPECT_EQ(defaults.upstreams.at(0).maxIdleMs, 50'000u);
+  EXPECT_EQ(defaults.upstreams.at(0).maxIdleConnections, 256u);
+  const Config set = parseConfig(R"(server: {listen: ["127.0.0.1:0"], send_buffer_bytes: 16384}
+upstreams:
+  - {name: m, base_url: "https://m.example.com", models: [x], max_idle_ms: 1500,
+     max_idle_connections: 7}
+)",
+                                 "a.yaml", fakeEnv());
+  EXPECT_EQ(set.server.sendBufferBytes, 16384u);
+  EXPECT_EQ(set.upstreams.at(0).maxIdleMs, 1500u);
+  EXPECT_EQ(set.upstreams.at(0).maxIdleConnections, 7u);
+}
+
 TEST(ConfigParse, EmptySectionsAndSingleListenAddress) {
   const std::string yaml = R"(server:
   listen: "127.0.0.1:0"
