@@ -44,6 +44,12 @@ Endpoint readEndpoint(const Value& v) {
   }
 }
 
+std::uint32_t readIdleMs(const Value& v) {
+  constexpr std::uint32_t kMinIdleMs = 100;
+  constexpr std::uint32_t kMaxIdleMs = 3'600'000;  // an hour
+  return v.unsignedInt<std::uint32_t>(kMinIdleMs, kMaxIdleMs);
+}
+
 std::string readNonEmpty(const Value& v) {
   std::string s = v.string();
   if (s.empty()) v.fail("must not be empty");

@@ -11,8 +11,6 @@ namespace {
 constexpr std::uint32_t kMaxWeight = 1'000'000;
 // Above any file-descriptor limit a worker could be given.
 constexpr std::uint32_t kMaxIdleConnections = 1'000'000;
-constexpr std::uint32_t kMinIdleMs = 100;
-constexpr std::uint32_t kMaxIdleMs = 3'600'000;  // an hour
 
 std::map<std::string, std::string> readModelMap(const Value& v) {
   std::map<std::string, std::string> out;
@@ -95,9 +93,7 @@ Upstream readUpstream(const Value& v) {
   m.with("max_idle_connections", [&](const Value& x) {
     u.maxIdleConnections = x.unsignedInt<std::uint32_t>(0, kMaxIdleConnections);
   });
-  m.with("max_idle_ms", [&](const Value& x) {
-    u.maxIdleMs = x.unsignedInt<std::uint32_t>(kMinIdleMs, kMaxIdleMs);
-  });
+  m.with("max_idle_ms", [&](const Value& x) { u.maxIdleMs = readIdleMs(x); });
   m.with("health", [&](const Value& x) { u.health = readHealth(x); });
   m.with("region", [&](const Value& x) { u.region = readRegion(x); });
   return u;

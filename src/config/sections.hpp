@@ -59,6 +59,9 @@ bool isModelId(std::string_view id);
 std::string readModelId(const Value& v);
 // A string that must not be empty.
 std::string readNonEmpty(const Value& v);
+// How long an idle keep-alive connection to an upstream or MCP server is
+// kept (max_idle_ms): 100 ms to an hour.
+std::uint32_t readIdleMs(const Value& v);
 // 64 hex digits, returned lowercase. Never quoted in errors: a raw key pasted
 // here by mistake must not leak into a log.
 std::string readSha256(const Value& v);

@@ -65,7 +65,9 @@ void Worker::releaseConnections() {
 }
 
 void Worker::closeStaleConnections() {
-  if (clients_) clients_->closeStale(coarseSteadyNow());
+  const auto now = coarseSteadyNow();
+  if (clients_) clients_->closeStale(now);
+  if (mcp_ && mcp_->pool) mcp_->pool->closeStale(now);
 }
 
 void Worker::abortStreams() {

@@ -157,6 +157,8 @@ export async function startRecordingMcp({ name = 'recorder', apiKey, unknownSess
     requests,
     sessions,
     openStreams: () => streams.size,
+    // TCP connections open to it now (a gateway's kept ones included).
+    openConnections: () => sockets.size,
     // Sends one SSE event with `id` and JSON `message` on every open GET stream.
     push: (id, message) => {
       for (const res of streams) res.write(`id: ${id}\nevent: message\ndata: ${JSON.stringify(message)}\n\n`);

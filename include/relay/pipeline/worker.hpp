@@ -61,8 +61,8 @@ class Worker {
   // upstream connections (their sockets belong to this worker's loop).
   // Exchanges still holding a pool keep it until they are destroyed.
   void releaseConnections();
-  // Closes the upstream connections idle past their time (the worker's
-  // periodic tick; ClientPool::closeStale()).
+  // Closes the upstream and MCP server connections idle past their time
+  // (the worker's periodic tick; ClientPool::closeStale()).
   void closeStaleConnections();
 
   // The drain deadline passed: abort every upstream stream still open.

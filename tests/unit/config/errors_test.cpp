@@ -109,6 +109,22 @@ upstreams:
             "and 1000000, got '1000001'");
 }
 
+// mcp.servers[].max_idle_ms has the upstreams' range.
+TEST(ConfigErrors, McpServerIdleTimeHasTheUpstreamsRange) {
+  const auto with = [](std::string_view value) {
+    return std::string(testing::kMinimal) +
+           "mcp:\n  servers:\n    - {name: t, url: \"https://t.example.com/mcp\", max_idle_ms: " +
+           std::string(value) + "}\n";
+  };
+  EXPECT_EQ(errorOf(with("100")), "<parsed>");
+  EXPECT_EQ(errorOf(with("3600000")), "<parsed>");
+  EXPECT_NE(errorOf(with("99"))
+                .find("mcp.servers[0].max_idle_ms: must be an integer between 100 "
+                      "and 3600000, got '99'"),
+            std::string::npos)
+      << errorOf(with("99"));
+}
+
 // server.send_buffer_bytes: 0 (the kernel's) or 4096..64 MiB.
 TEST(ConfigErrors, SendBufferBytesAtItsEdges) {
   const auto with = [](std::string_view value) {
