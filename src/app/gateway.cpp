@@ -180,8 +180,8 @@ namespace {
 
 // Every `every` (server.memory_release_ms), on each worker's own thread (an
 // allocator's thread cache or heap can only be emptied by its own thread):
-// - upstream connections idle past their time are closed (the worker's
-//   pool: Worker::closeStaleConnections());
+// - upstream and MCP server connections idle past their time are closed
+//   (the worker's pools: Worker::closeStaleConnections());
 // - the worker's empty pages and thread cache go back to the allocator
 //   (collectThreadCache(); after a burst a few hundred microseconds, idle
 //   nothing to do);

@@ -29,7 +29,9 @@ export const RECORDER_TOOLS = [
   { name: 'sleep', description: 'Answers after arguments.ms milliseconds', inputSchema: { type: 'object' } },
 ];
 
-export async function startRecordingMcp({ name = 'recorder', apiKey, unknownSessionStatus = 400 } = {}) {
+// `keepAliveTimeoutMs`: how long it keeps an idle connection itself (Node's
+// default, 5 s, when absent).
+export async function startRecordingMcp({ name = 'recorder', apiKey, unknownSessionStatus = 400, keepAliveTimeoutMs } = {}) {
   const requests = [];
   const sessions = new Set();
   const streams = new Set();
@@ -140,6 +142,7 @@ export async function startRecordingMcp({ name = 'recorder', apiKey, unknownSess
         return rpcError(200, message.id, -32601, `Method not found: ${message.method}`);
     }
   });
+  if (keepAliveTimeoutMs !== undefined) server.keepAliveTimeout = keepAliveTimeoutMs;
   server.on('connection', (socket) => {
     sockets.add(socket);
     socket.on('close', () => sockets.delete(socket));

@@ -327,15 +327,15 @@ upstreams:
   - {name: m, base_url: "https://m.example.com", models: [x], max_idle_ms: 1500,
      max_idle_connections: 7}
 mcp:
-  servers: [{name: t, url: "https://t.example.com/mcp", max_idle_ms: 2500}]
+  servers: [{name: t, url: "https://t.example.com/mcp", max_idle_ms: 2500},
+            {name: u, url: "https://u.example.com/mcp"}]
 )",
                                  "a.yaml", fakeEnv());
   EXPECT_EQ(set.server.sendBufferBytes, 16384u);
   EXPECT_EQ(set.upstreams.at(0).maxIdleMs, 1500u);
   EXPECT_EQ(set.upstreams.at(0).maxIdleConnections, 7u);
   EXPECT_EQ(set.mcp.servers.at(0).maxIdleMs, 2500u);
-  EXPECT_EQ(defaults.mcp.servers.size(), 0u);
-  EXPECT_EQ(McpServer{}.maxIdleMs, 50'000u);
+  EXPECT_EQ(set.mcp.servers.at(1).maxIdleMs, 50'000u);  // absent: the default
 }
 
 TEST(ConfigParse, EmptySectionsAndSingleListenAddress) {
