@@ -49,6 +49,7 @@ std::shared_ptr<McpUpstreams> makeMcpUpstreams(const config::Mcp& mcp,
       out->pool->setIdleLimits(i, specs[i].maxIdle, specs[i].maxIdleTime);
   } else {
     out->pool = std::make_shared<upstream::ClientPool>(std::move(specs));
+    if (previous && previous->pool) previous->pool->retire();  // calls still on it hold it
   }
   if (previous) {
     // Keep the round-robin position of servers that remain, so a reload does

@@ -39,6 +39,7 @@ Worker::Worker(std::shared_ptr<const Snapshot> snapshot)
 
 void Worker::setSnapshot(std::shared_ptr<const Snapshot> snapshot) {
   if (!sameEndpoints(*snapshot_, *snapshot)) {
+    if (clients_) clients_->retire();  // requests still on it hold it
     clients_ = makePool(*snapshot);
     latency_.assign(snapshot->catalog.upstreams().size(), upstream::PeakEwma());
   } else if (clients_) {

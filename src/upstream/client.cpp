@@ -120,6 +120,8 @@ struct ClientPool::Impl final : ConnectionHome {
   // past maxIdleTime (an upstream's keep-alive timeout closes its side of
   // them: ours would otherwise stay open until the list drained to them).
   std::vector<std::deque<std::unique_ptr<Connection>>> idle;
+  // Set by retire(): nothing more is kept idle.
+  bool retired = false;
 
   std::unique_ptr<Connection> takeIdle(std::size_t index, Clock::time_point now) {
     auto& list = idle[index];
@@ -144,6 +146,7 @@ struct ClientPool::Impl final : ConnectionHome {
   }
 
   void giveBack(std::unique_ptr<Connection> c) override {
+    if (retired) return;  // closed as `c` goes
     auto& list = idle[c->upstream];
     // The coarse clock (a few milliseconds behind, never ahead): idle times
     // are compared with a second and with maxIdleTime, and the precise
@@ -240,6 +243,12 @@ ClientPool::ClientPool(std::vector<UpstreamSpec> upstreams) : impl_(std::make_sh
 }
 
 ClientPool::~ClientPool() = default;
+
+void ClientPool::retire() {
+  impl_->retired = true;
+  for (auto& list : impl_->idle)
+    list.clear();
+}
 
 void ClientPool::setIdleLimits(std::size_t index, std::size_t maxIdle,
                                std::chrono::milliseconds maxIdleTime) {

@@ -62,6 +62,9 @@ async function countingUpstream() {
     url: `http://127.0.0.1:${server.address().port}`,
     counts,
     expectRound: (n) => (round = n),
+    heldCount: () => held.length,
+    // Answers the oldest request held.
+    releaseOne: () => held.shift()?.(),
     close: () =>
       new Promise((resolve) => {
         server.closeAllConnections();
@@ -227,6 +230,51 @@ describe('idle upstream connections (upstreams[].max_idle_connections, max_idle_
     await waitFor(() => reloads() > before, { what: 'the reload to be logged', timeoutMs: 5000 });
     // Kept an hour before it: only the reloaded time closes them.
     await waitFor(() => g.upstream.counts.closed === 2, { what: 'the two idle connections closed after the reload', timeoutMs: 5000 });
+  });
+
+  test('a reload that replaces the pool closes what its open requests hand back, not only what was idle', async () => {
+    // The tick an hour away: only the replaced pool can close a connection here.
+    const server = { memory_release_ms: 3_600_000 };
+    const g = await gateway(undefined, { server });
+    gateways.push(g);
+    g.upstream.expectRound(1000); // answered one by one below
+    const ask = () =>
+      fetch(`${g.relay.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'pool', messages: [{ role: 'user', content: 'hi' }] }),
+      }).then(async (r) => [r.status, await r.text()]);
+    let settled = 0;
+    const both = [ask(), ask()].map((p) => p.then((answer) => ((settled += 1), answer)));
+    await waitFor(() => g.upstream.heldCount() === 2, { what: 'both requests at the upstream' });
+    assert.equal(g.upstream.counts.opened, 2);
+
+    // A second upstream: other endpoints, so the worker makes a new pool.
+    const reloaded = configFor(g.upstream, undefined, { server });
+    reloaded.upstreams.push({ ...reloaded.upstreams[0], name: 'spare', models: { spare: 'spare-up' } });
+    const reloads = () => g.relay.logs().split('\n').filter((l) => /reloaded /.test(l)).length;
+    const before = reloads();
+    writeFileSync(g.relay.configPath, toYaml(reloaded));
+    g.relay.process.kill('SIGHUP');
+    await waitFor(() => reloads() > before, { what: 'the reload to be logged', timeoutMs: 5000 });
+
+    g.upstream.releaseOne();
+    await waitFor(() => settled === 1, { what: 'one answer' });
+    // The other request still holds the old pool: without its retirement the
+    // connection just handed back would stay idle in it until that ended.
+    await waitFor(() => g.upstream.counts.closed === 1, {
+      what: 'the connection handed back to the replaced pool closed while a request is still on it',
+    });
+    assert.equal(settled, 1, 'the second request is still open');
+    g.upstream.releaseOne();
+    for (const [status, text] of await Promise.all(both)) assert.equal(status, 200, text);
+    await waitFor(() => g.upstream.counts.closed === 2, { what: 'the second connection closed' });
+
+    // The new pool keeps its connections as before.
+    await round(g, 1);
+    await settle();
+    assert.equal(g.upstream.counts.opened, 3);
+    assert.equal(g.upstream.counts.closed, 2, 'the new pool closed its connection');
   });
 
   test('max_idle_ms below 100 is refused at startup, naming the key', async () => {

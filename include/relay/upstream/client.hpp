@@ -198,6 +198,12 @@ class ClientPool final : public UpstreamClient {
   // none open past that, each in CLOSE_WAIT once the upstream's own
   // keep-alive timeout closed its side).
   void closeStale(Clock::time_point now);
+  // For a pool a reload replaced: its idle connections are closed now, and
+  // each connection handed back later (by a request or stream that still
+  // holds the pool) is closed rather than kept. No tick sweeps a replaced
+  // pool, and a stream open for an hour would otherwise keep up to maxIdle
+  // connections per upstream idle in it until the stream ended.
+  void retire();
 
  private:
   struct Impl;  // the idle connections and TLS contexts (client.cpp)
