@@ -11,6 +11,7 @@
 
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import net from 'node:net';
 import { after, before, describe, test } from 'node:test';
 
@@ -33,6 +34,25 @@ function gatewaySide(relayPort, callerPort) {
   const tb = /\btb(\d+)\b/.exec(out);
   if (!queue || !tb) return null;
   return { sendQueue: Number(queue[1]), sendBuffer: Number(tb[1]) };
+}
+
+// The kernel's cap on a socket's send buffer as a process may set it.
+const WMEM_MAX = Number(readFileSync('/proc/sys/net/core/wmem_max', 'utf8'));
+
+// The send buffer of the gateway's side of one new connection to `url`.
+async function acceptedBuffer(url) {
+  const { hostname, port } = new URL(url);
+  const socket = net.connect(Number(port), hostname);
+  try {
+    await new Promise((resolve, reject) => socket.once('connect', resolve).once('error', reject));
+    let seen = null;
+    await waitFor(() => (seen = gatewaySide(Number(port), socket.localPort)) !== null, {
+      what: 'the connection in ss',
+    });
+    return seen.sendBuffer;
+  } finally {
+    socket.destroy();
+  }
 }
 
 // A raw HTTP/1.1 caller that does not read until told to.
@@ -149,6 +169,35 @@ describe('server.send_buffer_bytes', () => {
       s.socket.destroy();
     }
   });
+
+  test(
+    'a value one byte over net.core.wmem_max is logged at startup with the buffer the kernel gives instead; at it, nothing',
+    // The setting's own ceiling is 64 MiB: a host whose cap is at or past it
+    // cannot be asked for more.
+    { skip: WMEM_MAX + 1 > 64 * 1024 * 1024 && `net.core.wmem_max is ${WMEM_MAX}, past the setting's range` },
+    async () => {
+      const over = await gateway({ send_buffer_bytes: WMEM_MAX + 1 });
+      const line = over
+        .logs()
+        .split('\n')
+        .find((l) => l.includes('net.core.wmem_max'));
+      assert.ok(line, 'a line names net.core.wmem_max');
+      assert.match(line, /\bwarn/);
+      assert.ok(
+        line.includes(
+          `server.send_buffer_bytes ${WMEM_MAX + 1} is over net.core.wmem_max (${WMEM_MAX}): ` +
+            `the kernel gives each caller's socket ${2 * WMEM_MAX} bytes (twice the cap) instead`,
+        ),
+        line,
+      );
+      // ... and that is what the socket has.
+      assert.equal(await acceptedBuffer(over.url), 2 * WMEM_MAX);
+
+      const at = await gateway({ send_buffer_bytes: WMEM_MAX });
+      assert.doesNotMatch(at.logs(), /wmem_max/);
+      assert.equal(await acceptedBuffer(at.url), 2 * WMEM_MAX);
+    },
+  );
 
   test('a value under 4096 (but 0) is refused at startup, naming the key', async () => {
     await assert.rejects(
