@@ -24,6 +24,7 @@
 #include "relay/pipeline/active_health.hpp"
 #include "relay/pipeline/mcp.hpp"
 #include "relay/telemetry/access_log.hpp"
+#include "restart_only.hpp"
 
 namespace relay::app {
 
@@ -59,6 +60,7 @@ Gateway::Gateway(std::string configPath, pipeline::Services services, config::Co
     : configPath_(std::move(configPath)),
       services_(services),
       fileConfig_(std::move(fileConfig)),
+      startConfig_(fileConfig_),
       keys_(std::move(keys)),
       snapshot_(std::move(snapshot)),
       runtime_(snapshot_->config.server.workers,
@@ -385,7 +387,6 @@ std::string Gateway::reload() {
   // One change at a time (SIGHUP on worker 0, POST /admin/reload and key
   // changes from any worker could overlap): each builds on the one before.
   std::lock_guard serial(reloadMutex_);
-  std::shared_ptr<const pipeline::Snapshot> previous = current();
   try {
     config::Config cfg = config::loadConfigFile(configPath_);
     for (const auto& tl : cfg.server.tlsListen)
@@ -399,7 +400,7 @@ std::string Gateway::reload() {
   services_.metrics->configReload(telemetry::ReloadOutcome::kSuccess);
   std::shared_ptr<const pipeline::Snapshot> next = current();
   // Certificates change for new handshakes; listener addresses, workers and
-  // size limits are fixed at start (a restart applies them).
+  // size limits are fixed at start (restart_only.hpp).
   for (const auto& tl : next->config.server.tlsListen) {
     try {
       if (!runtime_.reloadTls(tl.address, {tl.certFile, tl.keyFile}))
@@ -409,32 +410,11 @@ std::string Gateway::reload() {
     }
   }
   spdlog::set_level(spdlog::level::from_str(next->config.log.level));
-  if (!(previous->config.cluster == next->config.cluster))
-    spdlog::warn(
-        "reload: cluster (redis_url, redis_timeout_ms, on_redis_failure) changes only on "
-        "restart; the running connection and settings stay");
-  const auto& was = previous->config.server;
-  const auto& now = next->config.server;
-  if (previous->config.log.accessLog != next->config.log.accessLog ||
-      was.headerTimeoutMs != now.headerTimeoutMs || was.idleTimeoutMs != now.idleTimeoutMs ||
-      was.bodyTimeoutMs != now.bodyTimeoutMs ||
-      was.http2.initialWindowBytes != now.http2.initialWindowBytes ||
-      was.tlsListen.size() != now.tlsListen.size()) {
-    spdlog::warn(
-        "reload: log.access_log, server timeouts and http2 settings change only on restart");
-  }
-  if (was.listen != now.listen || was.workers != now.workers || was.busyPollUs != now.busyPollUs ||
-      was.memoryReleaseMs != now.memoryReleaseMs || was.sendBufferBytes != now.sendBufferBytes ||
-      was.maxRequestBytes != now.maxRequestBytes || was.maxHeaderBytes != now.maxHeaderBytes ||
-      was.maxConnections != now.maxConnections ||
-      was.maxConnectionsPerIp != now.maxConnectionsPerIp ||
-      (was.http2.maxConcurrentStreams != now.http2.maxConcurrentStreams) ||
-      previous->config.admin.listen != next->config.admin.listen ||
-      previous->config.stateDir != next->config.stateDir) {
-    spdlog::warn(
-        "reload: server listeners, workers, busy_poll_us, memory_release_ms, send_buffer_bytes, "
-        "limits and state_dir change only on restart");
-  }
+  // Against what runs, not the last reload: a second reload with the same
+  // change warns again, and one back to the running value does not.
+  if (std::string left = restartOnlyWarning(restartOnlyChanges(startConfig_, fileConfig_));
+      !left.empty())
+    spdlog::warn("{}", left);
   spdlog::info("reloaded {}: {} upstreams, {} models, {} keys", configPath_,
                next->catalog.upstreams().size(), next->catalog.routes().size(),
                next->keys.tenants().size());
@@ -444,6 +424,9 @@ std::string Gateway::reload() {
 void Gateway::applyConfig(config::Config fileConfig) {
   config::Config effective = fileConfig;
   effective.keys = keys_->effectiveKeys(fileConfig);  // the runtime keys on top of the file's
+  // The directory this process locked and keeps its runtime keys in: budgets
+  // are written beside them until a restart (restart_only.hpp).
+  effective.stateDir = startConfig_.stateDir;
   auto next =
       std::make_shared<const pipeline::Snapshot>(std::move(effective), services_, current().get());
   {

@@ -72,6 +72,9 @@ class Gateway {
   std::string configPath_;
   pipeline::Services services_;
   config::Config fileConfig_;  // the file as last loaded (reloadMutex_)
+  // The file as the process started: what the restart-only settings
+  // (restart_only.hpp) still are, whatever reloads came since.
+  const config::Config startConfig_;
   std::shared_ptr<admission::KeyRegistry> keys_;
   std::shared_ptr<cluster::KeyPublisher> keyPublisher_;  // cluster: runtime keys to every replica
   std::mutex reloadMutex_;                               // serialises reloads

@@ -22,6 +22,7 @@ import {
   relayConfig,
   startMock,
   startRelay,
+  toYaml,
   waitFor,
 } from '../lib/harness.mjs';
 
@@ -309,6 +310,25 @@ describe('spend across restarts (state_dir)', () => {
     await env.mock.resetStats();
     await expectBudgetRefusal(await chat(second, 'persist'), 'persist', /output-token budget/);
     assert.equal((await env.mock.stats()).requests, 0);
+  });
+
+  test('a reload naming another state_dir leaves spend in the directory the process locked, and says so', async () => {
+    const dir = stateDir();
+    const other = stateDir();
+    const relay = await relayFor(configIn(dir));
+    writeFileSync(relay.configPath, toYaml(configIn(other)));
+    relay.process.kill('SIGHUP');
+    await waitFor(() => /reloaded /.test(relay.logs()), { timeoutMs: 5000, what: 'the reload' });
+    assert.match(relay.logs(), /reload: state_dir changes only on restart; the running values stay/);
+    await expectServed(await chat(relay, 'persist', { max_tokens: 10 }, { 'x-mock-chunks': '10' }));
+    await waitFor(() => savedOutputTokens(dir) === 10, {
+      timeoutMs: 4000,
+      intervalMs: 100,
+      what: 'the spend written where the process started, beside the lock',
+    });
+    await relay.stop('SIGTERM');
+    assert.equal(savedOutputTokens(dir), 10);
+    assert.equal(existsSync(join(other, 'budgets.json')), false, 'spend written to the unlocked directory');
   });
 
   test('a second gateway on the same state_dir is refused at start-up instead of overwriting spend', async () => {
