@@ -5,26 +5,21 @@
 #include <fstream>
 #include <optional>
 
-#include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
-#include <boost/asio/this_coro.hpp>
-#include <boost/asio/use_awaitable.hpp>
 #include <spdlog/spdlog.h>
 
 #include "memory_release.hpp"
 #include "relay/cluster/redis_gate.hpp"
-#include "relay/common/json_write.hpp"
-#include "relay/common/memory_stats.hpp"
 #include "relay/config/parse.hpp"
 #include "relay/pipeline/active_health.hpp"
 #include "relay/pipeline/mcp.hpp"
-#include "relay/telemetry/access_log.hpp"
 #include "restart_only.hpp"
+#include "worker_tick.hpp"
 
 namespace relay::app {
 
@@ -178,64 +173,6 @@ void Gateway::listen() {
   }
 }
 
-namespace {
-
-// Every `every` (server.memory_release_ms), on each worker's own thread (an
-// allocator's thread cache or heap can only be emptied by its own thread):
-// - upstream and MCP server connections idle past their time are closed
-//   (the worker's pools: Worker::closeStaleConnections());
-// - the worker's empty pages and thread cache go back to the allocator
-//   (collectThreadCache(); after a burst a few hundred microseconds, idle
-//   nothing to do);
-// - on the first tick the worker spent idle after a busy one, what the burst
-//   left in its heap goes back to the system (MemorySweep, with mimalloc 2.0:
-//   4-26 ms per worker after 19,000 streams, in batches of
-//   kSweepBatchPages with the loop running between them);
-// - with tcmalloc the flusher thread hands free pages to the system on the
-//   same interval (flusherLoop()).
-// Worker i's first tick comes i/workers of a tick late: the ticks are
-// staggered, so that two never sweep at once (a batch holds the allocator
-// option's lock). Each sweep counts in kimi_relay_memory_sweeps_total.
-net::Task<void> markWorkerIdle(pipeline::Worker& w, unsigned worker, unsigned workers,
-                               std::chrono::milliseconds every) {
-  auto executor = co_await asio::this_coro::executor;
-  asio::steady_timer timer(executor);
-  IdleEdge idle(idleThreshold(every));
-  timer.expires_after(every + every * worker / workers);
-  for (;;) {
-    auto [ec] = co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
-    if (ec) co_return;
-    if (idle.tick(threadCpuTime())) {
-      const bool logged = spdlog::should_log(spdlog::level::debug);
-      const auto start = SteadyClock::now();
-      const std::size_t before = logged ? residentBytes() : 0;
-      MemorySweep sweep;
-      std::size_t batches = 0;
-      while (sweep.giveBack(kSweepBatchPages)) {
-        ++batches;
-        co_await asio::post(executor, asio::use_awaitable);
-      }
-      countMemorySweep();
-      if (logged)
-        spdlog::debug(
-            "worker {} idle: heap swept, RSS {} -> {} KiB ({} pages given back in {} batches, "
-            "{} us)",
-            worker, before / 1024, residentBytes() / 1024, sweep.pagesTaken(), batches + 1,
-            std::chrono::duration_cast<std::chrono::microseconds>(SteadyClock::now() - start)
-                .count());
-    } else {
-      collectThreadCache();
-    }
-    // The tick's own work, as the sweep's: not load that makes the next
-    // tick a busy one's end.
-    w.closeStaleConnections();
-    idle.exclude(threadCpuTime());
-    timer.expires_after(every);
-  }
-}
-
-}  // namespace
-
 int Gateway::run() {
   installSignals();
   // The flusher releases on the workers' tick (server.memory_release_ms), at
@@ -252,7 +189,7 @@ int Gateway::run() {
   asio::co_spawn(runtime_.context(0), pipeline::runMcpSessionSweeper(*workers_[0]), asio::detached);
   for (unsigned i = 0; i < runtime_.workers(); ++i)
     asio::co_spawn(runtime_.context(i),
-                   markWorkerIdle(*workers_[i], i, runtime_.workers(), releaseEvery),
+                   runWorkerTick(*workers_[i], i, runtime_.workers(), releaseEvery),
                    asio::detached);
   admin_.ready = true;
   const auto& snap = *snapshot_;
@@ -454,110 +391,6 @@ void Gateway::applyConfig(config::Config fileConfig) {
   latch->done.wait_for(lock, kSwitchWait, [&] { return latch->left == 0; });
 }
 
-Reply Gateway::changeKeys(const api::KeyOp& op) {
-  std::lock_guard serial(reloadMutex_);
-  admission::KeyChangeResult r;
-  std::string_view action;
-  switch (op.kind) {
-    case api::KeyOp::Kind::kCreate:
-      r = keys_->create(op.name, op.body, fileConfig_);
-      action = "key.created";
-      break;
-    case api::KeyOp::Kind::kUpdate:
-      r = keys_->update(op.name, op.body, fileConfig_);
-      action = "key.updated";
-      break;
-    case api::KeyOp::Kind::kRevoke:
-      r = keys_->revoke(op.name, fileConfig_);
-      action = "key.revoked";
-      break;
-    case api::KeyOp::Kind::kRotate:
-      r = keys_->rotate(op.name, op.graceSeconds, fileConfig_);
-      action = "key.rotated";
-      break;
-  }
-  if (r.error) {
-    return Reply{r.error->status,
-                 openAiErrorJson(r.error->message, "invalid_request_error", r.error->code)};
-  }
-  std::optional<std::string> unsaved = keys_->flush();
-  try {
-    applyConfig(fileConfig_);
-  } catch (const std::exception& e) {
-    spdlog::error("key change {} of '{}' could not be applied: {}", action, op.name, e.what());
-    return Reply{500, openAiErrorJson(std::string("the change was stored but could not be "
-                                                  "applied: ") +
-                                          e.what(),
-                                      "server_error", "key_change_failed")};
-  }
-  audit(action, op.name, op.kind == api::KeyOp::Kind::kUpdate ? std::string_view(op.body) : "");
-  if (keyPublisher_) {
-    if (std::optional<std::string> entry = keys_->exportEntry(op.name))
-      keyPublisher_->publish(op.name, std::move(*entry));
-  }
-  std::string body = "{\"object\":\"key\",\"name\":";
-  appendJsonString(body, op.name);
-  body += ",\"action\":";
-  appendJsonString(body, action);
-  if (!r.secret.empty()) {
-    body += ",\"key\":";  // the only time the secret is ever shown
-    appendJsonString(body, r.secret);
-  }
-  body += ",\"persisted\":";
-  body += keys_->persistent() && !unsaved ? "true" : "false";
-  if (unsaved) {
-    body += ",\"warning\":";
-    appendJsonString(body, "applied but not saved to state_dir: " + *unsaved);
-  }
-  body += '}';
-  return Reply{op.kind == api::KeyOp::Kind::kCreate ? 201 : 200, std::move(body)};
-}
-
-void Gateway::takeSharedKeys(const std::map<std::string, std::string>& shared) {
-  std::lock_guard serial(reloadMutex_);
-  std::vector<std::string> refused;
-  std::vector<std::string> taken = keys_->importEntries(shared, fileConfig_, refused);
-  for (const std::string& why : refused)
-    spdlog::warn("runtime keys: a change from another replica does not fit this config: {}", why);
-  if (!taken.empty()) {
-    if (std::optional<std::string> unsaved = keys_->flush())
-      spdlog::warn("runtime keys: not saved to state_dir: {}", *unsaved);
-    try {
-      applyConfig(fileConfig_);
-      for (const std::string& name : taken)
-        spdlog::info("runtime keys: '{}' changed on another replica; applied", name);
-    } catch (const std::exception& e) {
-      spdlog::error("runtime keys from another replica could not be applied: {}", e.what());
-    }
-  }
-  // Ours that Redis lacks or has older (this replica changed them while
-  // Redis was away, or is the first to share them) go to every replica.
-  if (!keyPublisher_) return;
-  for (auto& [name, entry] : keys_->exportEntries()) {
-    auto it = shared.find(name);
-    if (it != shared.end() && !admission::KeyRegistry::newerEntry(entry, it->second)) continue;
-    keyPublisher_->publish(name, entry);
-  }
-}
-
-// One line in the access log per admin change, never with a secret.
-void Gateway::audit(std::string_view action, const std::string& keyName, std::string_view detail) {
-  spdlog::info("admin: {} '{}'", action, keyName);
-  if (!services_.accessLog) return;
-  std::string line = "{\"time\":\"";
-  telemetry::appendRfc3339Millis(line, std::chrono::system_clock::now());
-  line += "\",\"audit\":";
-  appendJsonString(line, action);
-  line += ",\"key\":";
-  appendJsonString(line, keyName);
-  if (!detail.empty()) {
-    line += ",\"changes\":";
-    appendJsonString(line, detail);
-  }
-  line += '}';
-  services_.accessLog->write(line);
-}
-
 void Gateway::flusherLoop(unsigned releaseRounds) {
   std::unique_lock lock(flusherMutex_);
   sampleLiveStats();
@@ -570,7 +403,7 @@ void Gateway::flusherLoop(unsigned releaseRounds) {
     // Free memory the allocator keeps for reuse goes back to the system:
     // with tcmalloc the whole process's free pages, with mimalloc this
     // thread's own heap (each worker's goes back on its own tick,
-    // markWorkerIdle()).
+    // runWorkerTick()).
     if (++rounds % releaseRounds == 0) releaseProcessFreeMemory();
     lock.lock();
   }

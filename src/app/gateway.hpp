@@ -1,6 +1,8 @@
 // The running gateway: listeners, workers, the current config snapshot,
 // signals (SIGTERM/SIGINT drain, SIGHUP reload) and the budget-state flusher
-// (which also samples the console's history).
+// (which also samples the console's history). Its key administration is in
+// gateway_keys.cpp; each worker's tick in worker_tick.hpp; the settings a
+// reload leaves for a restart in restart_only.hpp.
 #pragma once
 
 #include <atomic>
