@@ -129,29 +129,10 @@ describe('server.send_buffer_bytes', () => {
 
   test('the admin listener keeps the kernel\'s buffer: a large scrape is not held to the callers\' one', async () => {
     const relay = relays[0] ?? (await gateway({ send_buffer_bytes: SEND_BUFFER }));
-    const { hostname, port } = new URL(relay.adminUrl);
-    const socket = net.connect(Number(port), hostname);
-    try {
-      await new Promise((resolve, reject) => socket.once('connect', resolve).once('error', reject));
-      let seen = null;
-      await waitFor(() => (seen = gatewaySide(Number(port), socket.localPort)) !== null, {
-        what: 'the admin connection in ss',
-      });
-      assert.notEqual(seen.sendBuffer, 2 * SEND_BUFFER, `tb ${seen.sendBuffer}`);
-      // ... while the main listener's sockets of that gateway have it.
-      const main = net.connect(Number(new URL(relay.url).port), hostname);
-      try {
-        await new Promise((resolve, reject) => main.once('connect', resolve).once('error', reject));
-        await waitFor(() => (seen = gatewaySide(Number(new URL(relay.url).port), main.localPort)) !== null, {
-          what: 'the main connection in ss',
-        });
-        assert.equal(seen.sendBuffer, 2 * SEND_BUFFER);
-      } finally {
-        main.destroy();
-      }
-    } finally {
-      socket.destroy();
-    }
+    const admin = await acceptedBuffer(relay.adminUrl);
+    assert.notEqual(admin, 2 * SEND_BUFFER, `tb ${admin}`);
+    // ... while the main listener's sockets of that gateway have it.
+    assert.equal(await acceptedBuffer(relay.url), 2 * SEND_BUFFER);
   });
 
   test('by default the kernel grows the buffer of a caller that reads nothing far past it', async () => {
