@@ -115,7 +115,8 @@ class H1Session final : public ResponseSink,
 
   Task<bool> respond(ResponseHead head, std::string body) override {
     if (!answerNow(head, body)) co_return false;
-    if (writer_.hasKept()) co_return co_await writer_.writeKept();
+    // answerNow() kept what the socket did not take, just now.
+    if (writer_.hasKept()) co_return co_await writer_.writeKept({}, Writer::Room::kFullThisTurn);
     co_return true;
   }
 
@@ -171,7 +172,7 @@ class H1Session final : public ResponseSink,
   Task<bool> write(std::string_view bytes) override {
     // The rest of these same bytes, which writeNow() began (the writer kept
     // where it stopped, not a copy).
-    if (writer_.hasKept()) co_return co_await writer_.writeKept(bytes);
+    if (writer_.hasKept()) co_return co_await writer_.writeKept(bytes, Writer::Room::kFullThisTurn);
     if (gone() || !started_ || finished_) co_return false;
     if (bytes.empty() || !chunked_) co_return true;
     co_return co_await writer_.chunk(bytes, false);
@@ -342,7 +343,8 @@ class H1Session final : public ResponseSink,
       // caller that does not read would only delay it.
       if (writer_.hasKept()) {
         if (finished_ && !gone()) {
-          co_await writer_.writeKept();
+          // The handler may have waited since respondNow() kept them.
+          co_await writer_.writeKept({}, Writer::Room::kTryFirst);
         } else {
           writer_.dropKept();
         }
@@ -726,7 +728,8 @@ class H1Session final : public ResponseSink,
   InputPark input_;                   // a head/body parse waiting for the reader
   asio::steady_timer roomWake_;       // the parser wakes a reader paused at readAhead_
   asio::steady_timer watchdogTimer_;  // write stalls, input deadlines, the linger deadline
-  H1Writer<Stream> writer_;           // the answer's bytes to the socket
+  using Writer = H1Writer<Stream>;
+  Writer writer_;  // the answer's bytes to the socket
   Registration registration_;
   std::shared_ptr<asio::cancellation_signal> cancel_ =
       std::make_shared<asio::cancellation_signal>();

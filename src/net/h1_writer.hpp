@@ -34,6 +34,7 @@
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/buffers_suffix.hpp>
 
+#include "edge_write.hpp"
 #include "relay/net/send_now.hpp"
 #include "session_common.hpp"
 
@@ -49,6 +50,12 @@ class H1Writer {
       : stream_(stream), stallTimeout_(stallTimeout) {}
   H1Writer(const H1Writer&) = delete;
   H1Writer& operator=(const H1Writer&) = delete;
+
+  // Whether the socket was found full in this same turn of the event loop
+  // (a send of ours just took less than it was given): a write of the rest
+  // then waits for room before it tries (edge_write.hpp). After a turn
+  // boundary the edge may have been taken already, so it tries first.
+  enum class Room { kTryFirst, kFullThisTurn };
 
   // A write failed (the caller reset the connection), or the session gave
   // up on the connection (markGone()). Nothing more is written.
@@ -115,14 +122,15 @@ class H1Writer {
   // in one write after whatever is kept. False when the connection is gone.
   Task<bool> chunk(std::string_view bytes, bool end) {
     if (keptLength_ != 0) {
-      if (!co_await writeKept()) co_return false;  // fails for a chunkNow() not followed up
+      // (fails for a chunkNow() not followed up)
+      if (!co_await writeKept({}, Room::kTryFirst)) co_return false;
     }
     ChunkWrite c;
     std::size_t written = 0;
     const Sent sent = sendChunk(c, bytes, end, written);
     if (sent != Sent::kPartial) co_return sent == Sent::kDone;
     const std::span<const asio::const_buffer> used = c.used();
-    co_return co_await writeRest(used, written);
+    co_return co_await writeRest(used, written, Room::kFullThisTurn);
   }
 
   bool hasKept() const { return keptLength_ != 0; }
@@ -132,8 +140,9 @@ class H1Writer {
   // After chunkNow(): `chunk` is the bytes it was given, again (what it
   // kept is where its send stopped). Other bytes, or none, break that
   // promise: nothing more is written and the connection is gone, rather
-  // than a frame the caller never made.
-  Task<bool> writeKept(std::string_view chunk = {}) {
+  // than a frame the caller never made. `room`: kFullThisTurn only when the
+  // send that kept them ran in this same turn of the event loop (see Room).
+  Task<bool> writeKept(std::string_view chunk, Room room) {
     if (keptChunk_) {
       ChunkWrite c;
       c.head = std::move(keptHead_);
@@ -148,14 +157,14 @@ class H1Writer {
       }
       frameChunk(c, chunk, false);
       const std::span<const asio::const_buffer> used = c.used();
-      co_return co_await writeRest(used, skip);
+      co_return co_await writeRest(used, skip, room);
     }
     std::string head = std::move(keptHead_);
     std::string body = std::move(keptBody_);
     const std::size_t skip = keptSkip_;
     dropKept();
     std::array<asio::const_buffer, 2> bufs{asio::buffer(head), asio::buffer(body)};
-    co_return co_await writeRest(bufs, skip);
+    co_return co_await writeRest(bufs, skip, room);
   }
 
   // Forgets what is kept (the connection is about to be reset).
@@ -174,7 +183,7 @@ class H1Writer {
     std::size_t written = 0;
     const Sent sent = sendAtOnce(buffers, written);
     if (sent != Sent::kPartial) co_return sent == Sent::kDone;
-    co_return co_await writeRest(buffers, written);
+    co_return co_await writeRest(buffers, written, Room::kFullThisTurn);
   }
 
   // A write waits for the caller to make room; it may wait until
@@ -245,17 +254,29 @@ class H1Writer {
 
   // The rest of a write, after the first `written` bytes. `buffers` is a
   // named object of the caller's frame (never a temporary in the co_await
-  // expression: GCC 12 mishandles those).
+  // expression: GCC 12 mishandles those), its buffers contiguous.
+  // Plaintext: one operation that sends as room comes (edge_write.hpp),
+  // not trying before its first wait when `room` says the socket was found
+  // full in this turn.
   template <class Buffers>
-  Task<bool> writeRest(const Buffers& buffers, std::size_t written) {
-    boost::beast::buffers_suffix<Buffers> rest(buffers);
-    rest.consume(written);
+  Task<bool> writeRest(const Buffers& buffers, std::size_t written, Room room) {
     // A caller that stops reading must not hold its exchange (and what it
     // holds: the upstream connection of a stream, the answer's memory) for
     // ever: the session's watchdog resets a write stuck this long.
     stallDeadline_ = SteadyClock::now() + stallTimeout_;
     ++pending_;
-    auto [ec, n] = co_await asio::async_write(stream_, rest, asio::as_tuple(asio::use_awaitable));
+    boost::system::error_code ec;
+    if constexpr (std::is_same_v<Stream, tcp::socket>) {
+      const std::span<const asio::const_buffer> pieces(buffers);
+      std::tie(ec, std::ignore) =
+          co_await asyncEdgeWrite(stream_, pieces, written, asio::buffer_size(buffers),
+                                  room == Room::kFullThisTurn, asio::as_tuple(asio::use_awaitable));
+    } else {
+      boost::beast::buffers_suffix<Buffers> rest(buffers);
+      rest.consume(written);
+      std::tie(ec, std::ignore) =
+          co_await asio::async_write(stream_, rest, asio::as_tuple(asio::use_awaitable));
+    }
     --pending_;
     if (ec) {
       gone_ = true;

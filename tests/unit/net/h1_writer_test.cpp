@@ -9,17 +9,20 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <linux/sockios.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <optional>
 #include <poll.h>
 #include <string>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/read.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
 #include <gtest/gtest.h>
 
@@ -31,6 +34,7 @@ namespace {
 using writer_test::bigBytes;
 using writer_test::chunkOf;
 using writer_test::kStall;
+using Room = H1Writer<tcp::socket>::Room;
 
 class H1WriterTest : public ::testing::Test {
  protected:
@@ -128,7 +132,8 @@ TEST_F(H1WriterTest, WhatAPartialChunkLeavesIsKeptAndWrittenWhole) {
 
   // What is kept is where the send stopped, not a copy: the caller gives
   // the same bytes again.
-  EXPECT_EQ(runReading(writer.writeKept(big), chunkOf(big).size()), std::optional<bool>(true));
+  EXPECT_EQ(runReading(writer.writeKept(big, Room::kFullThisTurn), chunkOf(big).size()),
+            std::optional<bool>(true));
   EXPECT_FALSE(writer.hasKept());
   EXPECT_EQ(got, chunkOf(big));
 }
@@ -139,7 +144,7 @@ TEST_F(H1WriterTest, AKeptChunkGoesWithItsHeldHeadBeforeTheNextChunkAndTheLastCh
   const std::string big = bigBytes(2 << 20);
   ASSERT_EQ(writer.chunkNow(big), std::nullopt);
   const std::string expected = head + chunkOf(big) + chunkOf("tail") + "0\r\n\r\n";
-  EXPECT_EQ(runReading(writer.writeKept(big), (head + chunkOf(big)).size()),
+  EXPECT_EQ(runReading(writer.writeKept(big, Room::kFullThisTurn), (head + chunkOf(big)).size()),
             std::optional<bool>(true));
   EXPECT_EQ(runReading(writer.chunk("tail", true), expected.size()), std::optional<bool>(true));
   EXPECT_EQ(got, expected);
@@ -166,7 +171,8 @@ TEST_F(H1WriterTest, AnAnswerWhoseBodyTheSocketDoesNotTakeIsKeptAndWrittenWhole)
   EXPECT_TRUE(writer.answerNow(head, body, false));
   ASSERT_TRUE(writer.hasKept());
   EXPECT_TRUE(body.empty());  // moved into the writer, not copied
-  EXPECT_EQ(runReading(writer.writeKept(), whole.size()), std::optional<bool>(true));
+  EXPECT_EQ(runReading(writer.writeKept({}, Room::kFullThisTurn), whole.size()),
+            std::optional<bool>(true));
   EXPECT_EQ(got, whole);
 }
 
@@ -179,7 +185,8 @@ TEST_F(H1WriterTest, AHeadTheSocketDoesNotTakeWholeIsKeptFromWhereItStopped) {
   EXPECT_TRUE(writer.answerNow(head, body, false));
   ASSERT_TRUE(writer.hasKept());
   EXPECT_GT(writer.keptBytes(), 5u);  // part of the head, and the body
-  EXPECT_EQ(runReading(writer.writeKept(), head.size() + 5), std::optional<bool>(true));
+  EXPECT_EQ(runReading(writer.writeKept({}, Room::kFullThisTurn), head.size() + 5),
+            std::optional<bool>(true));
   EXPECT_EQ(got, head + "hello");
 }
 
@@ -215,6 +222,81 @@ TEST_F(H1WriterTest, AWriteThatWaitsForRoomHasTheStallDeadline) {
   EXPECT_EQ(result, std::optional<bool>(true));
   EXPECT_FALSE(writer.writing());
   EXPECT_EQ(got, chunkOf(big));
+}
+
+// The rest of a write after a send that found the socket full: with
+// kFullThisTurn it does not send before the socket's next writable edge
+// (no send that would return EAGAIN); with kTryFirst it sends at once. The
+// two are told apart where it matters: an answer kept, then the caller
+// reads everything and the loop takes the edge that brought, before the
+// write of the rest begins (a handler that waited after respondNow()).
+class H1WriterAfterTheEdgeTest : public H1WriterTest {
+ protected:
+  // Leaves an answer kept, and the edge of the room made for it taken.
+  void keepAnAnswerAndTakeTheEdge() {
+    // A write that waited: the socket's writable edges now reach the loop.
+    const std::string first = bigBytes(1 << 20);
+    ASSERT_EQ(runReading(writer.chunk(first, false), chunkOf(first).size()),
+              std::optional<bool>(true));
+    got.clear();
+    std::string body = bigBytes(3 << 20);
+    whole = head + body;
+    ASSERT_TRUE(writer.answerNow(head, body, false));
+    ASSERT_TRUE(writer.hasKept());
+    const std::size_t sent = whole.size() - writer.keptBytes();
+    arrived(sent);  // the caller takes all that went: the socket has room
+    ASSERT_EQ(got.size(), sent);
+    // Every byte sent acknowledged: no more room will come, so no more edges.
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    int queued = -1;
+    while ((::ioctl(socket.native_handle(), SIOCOUTQ, &queued) != 0 || queued != 0) &&
+           std::chrono::steady_clock::now() < until) {
+      ::pollfd p{socket.native_handle(), 0, 0};
+      ::poll(&p, 1, 10);
+    }
+    ASSERT_EQ(queued, 0);
+    // The loop runs a moment with no write waiting: it takes the writable
+    // edges that brought, and handles them.
+    asio::steady_timer moment(io, std::chrono::milliseconds(50));
+    moment.async_wait([](boost::system::error_code) {});
+    io.restart();
+    io.run();
+  }
+
+  const std::string head = "HTTP/1.1 200 OK\r\ncontent-length: 3145728\r\n\r\n";
+  std::string whole;
+};
+
+TEST_F(H1WriterAfterTheEdgeTest, AWriteOfTheRestBegunLaterTriesFirst) {
+  keepAnAnswerAndTakeTheEdge();
+  EXPECT_EQ(runReading(writer.writeKept({}, Room::kTryFirst), whole.size()),
+            std::optional<bool>(true));
+  EXPECT_EQ(got, whole);
+}
+
+TEST_F(H1WriterAfterTheEdgeTest, AWriteOfTheRestInTheSameTurnWaitsForAnEdgeBeforeItSends) {
+  keepAnAnswerAndTakeTheEdge();
+  // Told that the socket was found full in this turn, the write waits for
+  // the next edge: none comes (the socket has room and nothing is queued),
+  // so nothing is sent. Asio's own write would try first and go.
+  const std::size_t before = got.size();
+  std::optional<bool> result;
+  asio::co_spawn(io, writer.writeKept({}, Room::kFullThisTurn),
+                 [&](std::exception_ptr, bool ok) { result = ok; });
+  io.restart();
+  io.run_for(std::chrono::milliseconds(300));
+  EXPECT_FALSE(result);
+  EXPECT_TRUE(writer.writing());
+  peer.non_blocking(true);
+  char byte;
+  boost::system::error_code ec;
+  peer.read_some(asio::buffer(&byte, 1), ec);
+  EXPECT_EQ(ec, asio::error::would_block) << "a byte was sent";
+  EXPECT_EQ(got.size(), before);
+  socket.close();  // the waiting write ends (operation_aborted)
+  io.restart();
+  io.run_for(std::chrono::seconds(1));
+  EXPECT_EQ(result, std::optional<bool>(false));
 }
 
 TEST_F(H1WriterTest, ACallerThatResetTheConnectionMakesTheWriterGone) {

@@ -130,7 +130,8 @@ TEST_F(H1WriterTlsTest, AnAnswerIsKeptWholeAndWrittenThroughTheTlsStream) {
   ASSERT_TRUE(writer.hasKept());
   EXPECT_EQ(writer.keptBytes(), whole.size())
       << "a TLS answer is kept whole: nothing went around the TLS stream";
-  EXPECT_EQ(runReading(writer.writeKept(), whole.size()), std::optional<bool>(true));
+  EXPECT_EQ(runReading(writer.writeKept({}, decltype(writer)::Room::kTryFirst), whole.size()),
+            std::optional<bool>(true));
   EXPECT_EQ(got, whole);
   EXPECT_FALSE(writer.hasKept());
 }
@@ -140,13 +141,15 @@ TEST_F(H1WriterTlsTest, TheAnswerToHeadKeepsItsHeadOnly) {
   std::string body = "hello";
   EXPECT_TRUE(writer.answerNow(head, body, true));
   EXPECT_EQ(writer.keptBytes(), head.size());
-  EXPECT_EQ(runReading(writer.writeKept(), head.size()), std::optional<bool>(true));
+  EXPECT_EQ(runReading(writer.writeKept({}, decltype(writer)::Room::kTryFirst), head.size()),
+            std::optional<bool>(true));
   EXPECT_EQ(got, head);
   // And nothing after it: the next bytes are those of the next answer.
   std::string next = "ok";
   EXPECT_TRUE(writer.answerNow("HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n", next, false));
   const std::string after = head + "HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok";
-  EXPECT_EQ(runReading(writer.writeKept(), after.size()), std::optional<bool>(true));
+  EXPECT_EQ(runReading(writer.writeKept({}, decltype(writer)::Room::kTryFirst), after.size()),
+            std::optional<bool>(true));
   EXPECT_EQ(got, after);
 }
 
