@@ -13,6 +13,10 @@ std::vector<config::Endpoint> tlsAddresses(const config::Config& c) {
   return out;
 }
 
+bool sameAddresses(const std::vector<config::Endpoint>& a, const std::vector<config::Endpoint>& b) {
+  return a.size() == b.size() && std::is_permutation(a.begin(), a.end(), b.begin());
+}
+
 // One entry per key; a lambda without captures is the predicate.
 #define RELAY_SERVER_KEY(name, field)                                      \
   RestartOnlySetting {                                                     \
@@ -22,12 +26,16 @@ std::vector<config::Endpoint> tlsAddresses(const config::Config& c) {
   }
 
 constexpr std::array kSettings{
-    RELAY_SERVER_KEY("listen", listen),
+    // The addresses, in any order: listeners are bound by address.
+    RestartOnlySetting{"server.listen",
+                       [](const config::Config& a, const config::Config& b) {
+                         return !sameAddresses(a.server.listen, b.server.listen);
+                       }},
     // Certificates of a listener that stays are reloaded; a new or removed
     // address is not.
     RestartOnlySetting{"server.tls_listen",
                        [](const config::Config& a, const config::Config& b) {
-                         return tlsAddresses(a) != tlsAddresses(b);
+                         return !sameAddresses(tlsAddresses(a), tlsAddresses(b));
                        }},
     RELAY_SERVER_KEY("http2.max_concurrent_streams", http2.maxConcurrentStreams),
     RELAY_SERVER_KEY("http2.initial_window_bytes", http2.initialWindowBytes),

@@ -150,6 +150,7 @@ class reactive_socket_send_op_base<relay::net::EdgeWrite> : public reactor_op {
         return not_done;  // full: the next edge
       }
       o->sent_ += n;
+      o->bytes_transferred_ = o->sent_;  // also what a cancelled write had sent
       // Less than it was given: the socket is full again (another send now
       // would return EAGAIN). All of it, with pieces past kSendNowBuffers
       // left: those go at once.

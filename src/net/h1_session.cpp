@@ -172,7 +172,10 @@ class H1Session final : public ResponseSink,
   Task<bool> write(std::string_view bytes) override {
     // The rest of these same bytes, which writeNow() began (the writer kept
     // where it stopped, not a copy).
-    if (writer_.hasKept()) co_return co_await writer_.writeKept(bytes, Writer::Room::kFullThisTurn);
+    // (A kept answer here is a handler's error: written, but not as this turn's.)
+    if (writer_.hasKept())
+      co_return co_await writer_.writeKept(
+          bytes, writer_.keptIsChunk() ? Writer::Room::kFullThisTurn : Writer::Room::kTryFirst);
     if (gone() || !started_ || finished_) co_return false;
     if (bytes.empty() || !chunked_) co_return true;
     co_return co_await writer_.chunk(bytes, false);

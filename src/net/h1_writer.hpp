@@ -20,6 +20,7 @@
 #pragma once
 
 #include <array>
+#include <cerrno>
 #include <charconv>
 #include <chrono>
 #include <cstddef>
@@ -134,6 +135,7 @@ class H1Writer {
   }
 
   bool hasKept() const { return keptLength_ != 0; }
+  bool keptIsChunk() const { return keptChunk_.has_value(); }
   std::size_t keptBytes() const { return keptLength_; }
 
   // Writes what answerNow() or chunkNow() kept; false when the caller left.
@@ -242,14 +244,28 @@ class H1Writer {
     }
     if constexpr (std::is_same_v<Stream, tcp::socket>) {
       boost::system::error_code ec;
+      errno = 0;
       written = sendNow(stream_.native_handle(), buffers, ec);
       if (ec) {
         gone_ = true;
         return Sent::kFailed;
       }
       if (written == asio::buffer_size(buffers)) return Sent::kDone;
+      // The kernel took less than it was offered: the socket is full, and
+      // its next writable edge will come. Not so after an interrupted send,
+      // or when pieces past kSendNowBuffers were never offered.
+      foundFull_ = (written > 0 || errno == EAGAIN || errno == EWOULDBLOCK) &&
+                   nonEmptyPieces(buffers) <= kSendNowBuffers;
     }
     return Sent::kPartial;
+  }
+
+  template <class Buffers>
+  static std::size_t nonEmptyPieces(const Buffers& buffers) {
+    std::size_t n = 0;
+    for (const asio::const_buffer& b : buffers)
+      n += b.size() != 0 ? 1 : 0;
+    return n;
   }
 
   // The rest of a write, after the first `written` bytes. `buffers` is a
@@ -257,9 +273,11 @@ class H1Writer {
   // expression: GCC 12 mishandles those), its buffers contiguous.
   // Plaintext: one operation that sends as room comes (edge_write.hpp),
   // not trying before its first wait when `room` says the socket was found
-  // full in this turn.
+  // full in this turn and the last send did find it full.
   template <class Buffers>
   Task<bool> writeRest(const Buffers& buffers, std::size_t written, Room room) {
+    const bool waitFirst = room == Room::kFullThisTurn && foundFull_;
+    foundFull_ = false;
     // A caller that stops reading must not hold its exchange (and what it
     // holds: the upstream connection of a stream, the answer's memory) for
     // ever: the session's watchdog resets a write stuck this long.
@@ -269,8 +287,8 @@ class H1Writer {
     if constexpr (std::is_same_v<Stream, tcp::socket>) {
       const std::span<const asio::const_buffer> pieces(buffers);
       std::tie(ec, std::ignore) =
-          co_await asyncEdgeWrite(stream_, pieces, written, asio::buffer_size(buffers),
-                                  room == Room::kFullThisTurn, asio::as_tuple(asio::use_awaitable));
+          co_await asyncEdgeWrite(stream_, pieces, written, asio::buffer_size(buffers), waitFirst,
+                                  asio::as_tuple(asio::use_awaitable));
     } else {
       boost::beast::buffers_suffix<Buffers> rest(buffers);
       rest.consume(written);
@@ -301,6 +319,9 @@ class H1Writer {
   std::size_t keptSkip_ = 0;
   std::size_t keptLength_ = 0;
   std::optional<std::string_view> keptChunk_;
+  // The last send of sendAtOnce() took less than it was offered (the socket
+  // is full): what writeRest() may wait on before it tries.
+  bool foundFull_ = false;
 };
 
 }  // namespace relay::net

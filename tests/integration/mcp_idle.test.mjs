@@ -103,6 +103,7 @@ test('a reload that replaces the MCP pool closes what its open calls hand back',
   writeFileSync(g.relay.configPath, toYaml(g.config(3_600_000, [{ name: 'spare', url: g.mcp.url }])));
   g.relay.process.kill('SIGHUP');
   await waitFor(() => reloads() > before, { what: 'the reload to be logged', timeoutMs: 5000 });
+  assert.equal(settled, 0, 'both calls were still open at the reload');
 
   const [status, text] = await short;
   assert.equal(status, 200, text);

@@ -277,6 +277,39 @@ describe('idle upstream connections (upstreams[].max_idle_connections, max_idle_
     assert.equal(g.upstream.counts.closed, 2, 'the new pool closed its connection');
   });
 
+  test('a reload that replaces the pool closes its idle connections at once, with a request still on it', async () => {
+    const server = { memory_release_ms: 3_600_000 };
+    const g = await gateway(undefined, { server });
+    gateways.push(g);
+    await round(g, 2); // two idle connections
+    await settle();
+    assert.equal(g.upstream.counts.closed, 0);
+    g.upstream.expectRound(1000); // the next request is held
+    const held = fetch(`${g.relay.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'pool', messages: [{ role: 'user', content: 'hi' }] }),
+    }).then(async (r) => [r.status, await r.text()]);
+    await waitFor(() => g.upstream.heldCount() === 1, { what: 'the request at the upstream' });
+    assert.equal(g.upstream.counts.opened, 2, 'it took one of the idle connections');
+
+    const reloaded = configFor(g.upstream, undefined, { server });
+    reloaded.upstreams.push({ ...reloaded.upstreams[0], name: 'spare', models: { spare: 'spare-up' } });
+    const reloads = () => g.relay.logs().split('\n').filter((l) => /reloaded /.test(l)).length;
+    const before = reloads();
+    writeFileSync(g.relay.configPath, toYaml(reloaded));
+    g.relay.process.kill('SIGHUP');
+    await waitFor(() => reloads() > before, { what: 'the reload to be logged', timeoutMs: 5000 });
+    // The request still holds the old pool: without the retirement its idle
+    // connection would stay open in it until the request ended.
+    await waitFor(() => g.upstream.counts.closed === 1, { what: 'the idle connection of the replaced pool closed' });
+    assert.equal(g.upstream.heldCount(), 1, 'the request is still open');
+    g.upstream.releaseOne();
+    const [status, text] = await held;
+    assert.equal(status, 200, text);
+    await waitFor(() => g.upstream.counts.closed === 2, { what: 'the request\'s connection closed as it ended' });
+  });
+
   test('max_idle_ms below 100 is refused at startup, naming the key', async () => {
     const upstream = await countingUpstream();
     try {

@@ -95,6 +95,11 @@ TEST(RestartOnly, EachChangeAloneNamesItsKeyAndNothingElse) {
 TEST(RestartOnly, TheSameConfigAndWhatAReloadAppliesNameNothing) {
   EXPECT_TRUE(restartOnlyChanges(base(), base()).empty());
   const std::vector<Change> applied{
+      // The same listeners in another order.
+      [](config::Config& c) {
+        c.server.listen.push_back({"127.0.0.1", 8081});
+        c.server.listen.insert(c.server.listen.begin(), config::Endpoint{"127.0.0.1", 8082});
+      },
       [](config::Config& c) { c.server.drainTimeoutMs += 1; },
       [](config::Config& c) { c.server.metricsOnMain = true; },
       [](config::Config& c) { c.server.trustedProxies.push_back(config::Cidr{}); },
@@ -106,9 +111,14 @@ TEST(RestartOnly, TheSameConfigAndWhatAReloadAppliesNameNothing) {
       [](config::Config& c) { c.upstreams.push_back(config::Upstream{}); },
   };
   for (std::size_t i = 0; i < applied.size(); ++i) {
+    config::Config was = base();
     config::Config now = base();
     applied[i](now);
-    EXPECT_TRUE(restartOnlyChanges(base(), now).empty()) << "change " << i;
+    if (i == 0) {  // the same two extra listeners, in the other order
+      was.server.listen.push_back({"127.0.0.1", 8082});
+      was.server.listen.push_back({"127.0.0.1", 8081});
+    }
+    EXPECT_TRUE(restartOnlyChanges(was, now).empty()) << "change " << i;
   }
 }
 
@@ -144,6 +154,32 @@ TEST(RestartOnly, OperationsDocNamesEveryKey) {
     EXPECT_NE(section.find(quoted), std::string::npos)
         << s.key << " is not in the Reload section of docs/operations.md";
   }
+  // ... and its "needs a restart" column names nothing else.
+  std::set<std::string> table;
+  for (const RestartOnlySetting& s : restartOnlySettings())
+    table.insert(std::string(s.key));
+  const auto header = section.find("| applied by a reload | needs a restart |");
+  ASSERT_NE(header, std::string::npos);
+  std::istringstream rows(section.substr(header));
+  std::string row;
+  std::getline(rows, row);  // the header
+  std::getline(rows, row);  // |---|---|
+  std::size_t named = 0;
+  while (std::getline(rows, row) && row.starts_with("|")) {
+    const auto split = row.find(" | ");
+    ASSERT_NE(split, std::string::npos) << row;
+    const std::string right = row.substr(split + 3);
+    for (std::size_t at = right.find('`'); at != std::string::npos;) {
+      const auto end = right.find('`', at + 1);
+      ASSERT_NE(end, std::string::npos) << row;
+      const std::string key = right.substr(at + 1, end - at - 1);
+      EXPECT_TRUE(table.contains(key))
+          << key << " is in the doc's restart column, not in the table";
+      ++named;
+      at = right.find('`', end + 1);
+    }
+  }
+  EXPECT_EQ(named, table.size());
 }
 
 }  // namespace
