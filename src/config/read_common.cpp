@@ -50,6 +50,11 @@ std::uint32_t readIdleMs(const Value& v) {
   return v.unsignedInt<std::uint32_t>(kMinIdleMs, kMaxIdleMs);
 }
 
+std::uint32_t readIdleConnections(const Value& v) {
+  constexpr std::uint32_t kMaxIdleConnections = 1'000'000;
+  return v.unsignedInt<std::uint32_t>(0, kMaxIdleConnections);
+}
+
 std::string readNonEmpty(const Value& v) {
   std::string s = v.string();
   if (s.empty()) v.fail("must not be empty");

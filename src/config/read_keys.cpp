@@ -72,7 +72,7 @@ std::vector<std::string> readReferences(const Value& v, const std::set<std::stri
 McpServer readMcpServer(const Value& v) {
   McpServer s;
   const MapView m = v.map({"name", "url", "instances", "api_key", "region", "allow_insecure_http",
-                           "ca_file", "max_response_bytes", "max_idle_ms"});
+                           "ca_file", "max_response_bytes", "max_idle_ms", "max_idle_connections"});
   s.name = readName(m.require("name"));
   m.with("allow_insecure_http", [&](const Value& x) { s.allowInsecureHttp = x.boolean(); });
   const auto url = m.find("url");
@@ -102,6 +102,8 @@ McpServer readMcpServer(const Value& v) {
   m.with("max_response_bytes",
          [&](const Value& x) { s.maxResponseBytes = x.unsignedInt<std::uint64_t>(1024); });
   m.with("max_idle_ms", [&](const Value& x) { s.maxIdleMs = readIdleMs(x); });
+  m.with("max_idle_connections",
+         [&](const Value& x) { s.maxIdleConnections = readIdleConnections(x); });
   return s;
 }
 

@@ -10,7 +10,6 @@ namespace {
 
 constexpr std::uint32_t kMaxWeight = 1'000'000;
 // Above any file-descriptor limit a worker could be given.
-constexpr std::uint32_t kMaxIdleConnections = 1'000'000;
 
 std::map<std::string, std::string> readModelMap(const Value& v) {
   std::map<std::string, std::string> out;
@@ -90,9 +89,8 @@ Upstream readUpstream(const Value& v) {
          [&](const Value& x) { u.maxResponseBytes = x.unsignedInt<std::uint64_t>(1024); });
   m.with("max_event_bytes",
          [&](const Value& x) { u.maxEventBytes = x.unsignedInt<std::uint64_t>(1024, 1ull << 30); });
-  m.with("max_idle_connections", [&](const Value& x) {
-    u.maxIdleConnections = x.unsignedInt<std::uint32_t>(0, kMaxIdleConnections);
-  });
+  m.with("max_idle_connections",
+         [&](const Value& x) { u.maxIdleConnections = readIdleConnections(x); });
   m.with("max_idle_ms", [&](const Value& x) { u.maxIdleMs = readIdleMs(x); });
   m.with("health", [&](const Value& x) { u.health = readHealth(x); });
   m.with("region", [&](const Value& x) { u.region = readRegion(x); });

@@ -62,6 +62,9 @@ std::string readNonEmpty(const Value& v);
 // How long an idle keep-alive connection to an upstream or MCP server is
 // kept (max_idle_ms): 100 ms to an hour.
 std::uint32_t readIdleMs(const Value& v);
+// How many idle keep-alive connections a worker keeps per upstream or MCP
+// server instance (max_idle_connections): 0 to a million.
+std::uint32_t readIdleConnections(const Value& v);
 // 64 hex digits, returned lowercase. Never quoted in errors: a raw key pasted
 // here by mistake must not leak into a log.
 std::string readSha256(const Value& v);

@@ -34,8 +34,8 @@ std::shared_ptr<McpUpstreams> makeMcpUpstreams(const config::Mcp& mcp,
         throw std::invalid_argument("mcp server '" + s.name + "': url " + e.what());
       }
       route.instances.push_back({target, specs.size()});
-      specs.push_back({target, s.caFile, upstream::ClientPool::UpstreamSpec{}.maxIdle,
-                       std::chrono::milliseconds(s.maxIdleMs)});
+      specs.push_back(
+          {target, s.caFile, s.maxIdleConnections, std::chrono::milliseconds(s.maxIdleMs)});
       // The pool is kept across reloads only for the same URLs and trust anchors.
       out->instanceUrls.push_back(url + "\n" + s.caFile);
     }
@@ -45,7 +45,8 @@ std::shared_ptr<McpUpstreams> makeMcpUpstreams(const config::Mcp& mcp,
   }
   if (previous && previous->pool && previous->instanceUrls == out->instanceUrls) {
     out->pool = previous->pool;
-    for (std::size_t i = 0; i < specs.size(); ++i)  // a changed max_idle_ms applies as it is
+    // Changed max_idle_connections / max_idle_ms apply to the pool as it is.
+    for (std::size_t i = 0; i < specs.size(); ++i)
       out->pool->setIdleLimits(i, specs[i].maxIdle, specs[i].maxIdleTime);
   } else {
     out->pool = std::make_shared<upstream::ClientPool>(std::move(specs));

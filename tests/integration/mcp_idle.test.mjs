@@ -2,7 +2,8 @@
 // worker's memory tick closes those idle that long, as it does an upstream's
 // (upstream_pool.test.mjs), so a server no tool call goes to any more keeps
 // no connection of ours open; a reload's new time applies to those kept,
-// and a pool a reload replaced keeps nothing its open calls hand back.
+// and a pool a reload replaced keeps nothing its open calls hand back. At
+// most max_idle_connections are kept per worker and instance.
 //
 // The servers keep idle connections a minute themselves: every close seen
 // here is the gateway's.
@@ -18,16 +19,17 @@ const KEY = 'kr-mcp-idle-3e5a7c9e1b3d5f7a9c2e4a6c8e0b2d4f';
 const cleanup = [];
 after(async () => Promise.all(cleanup.map((stop) => stop())));
 
-// A recording MCP server and a one-worker gateway in front of it.
-async function setup(maxIdleMs) {
+// A recording MCP server and a one-worker gateway in front of it (`extra`:
+// more keys of its server entry).
+async function setup(maxIdleMs, extra = {}) {
   const mcp = await startRecordingMcp({ name: 'idle', keepAliveTimeoutMs: 60_000 });
   cleanup.push(() => mcp.close());
-  const config = (idle, more = []) =>
+  const config = (idle, more = [], entry = extra) =>
     relayConfig({
       server: { workers: 1, memory_release_ms: 100 },
       keys: [{ name: 'idle', key: KEY }],
       upstreams: [],
-      mcp: { servers: [{ name: 'idle', url: mcp.url, max_idle_ms: idle }, ...more] },
+      mcp: { servers: [{ name: 'idle', url: mcp.url, max_idle_ms: idle, ...entry }, ...more] },
     });
   const relay = await startRelay(config(maxIdleMs));
   cleanup.push(() => relay.stop());
@@ -116,4 +118,43 @@ test('a reload that replaces the MCP pool closes what its open calls hand back',
   const [longStatus, longText] = await long;
   assert.equal(longStatus, 200, longText);
   await waitFor(() => g.mcp.openConnections() === 0, { what: 'the long call\'s connection closed with its pool' });
+});
+
+// Two tools/call at once (two connections), in `session`; resolves when both answered.
+async function twoCallsAtOnce(g, session) {
+  const answers = await Promise.all(
+    [10, 11].map((id) =>
+      rpc(g, { id, method: 'tools/call', params: { name: 'sleep', arguments: { ms: 300 } } }, session).then(
+        async (r) => [r.status, await r.text()],
+      ),
+    ),
+  );
+  for (const [status, text] of answers) assert.equal(status, 200, text);
+}
+
+test('max_idle_connections: one connection more than the cap is closed as it is handed back; a reload that lowers it closes the rest', async () => {
+  const g = await setup(3_600_000, { max_idle_connections: 1 });
+  const session = await initialize(g);
+  const calls = twoCallsAtOnce(g, session);
+  await waitFor(() => g.mcp.calls('tools/call').length === 2, { what: 'both calls at the server' });
+  assert.equal(g.mcp.openConnections(), 2, 'two calls at once: two connections');
+  await calls;
+  await waitFor(() => g.mcp.openConnections() === 1, { what: 'the connection past the cap closed' });
+  await new Promise((resolve) => setTimeout(resolve, 300)); // a real process: nothing more closes
+  assert.equal(g.mcp.openConnections(), 1, 'the one under the cap is kept');
+
+  const reloads = () => g.relay.logs().split('\n').filter((l) => /reloaded /.test(l)).length;
+  const before = reloads();
+  writeFileSync(g.relay.configPath, toYaml(g.config(3_600_000, [], { max_idle_connections: 0 })));
+  g.relay.process.kill('SIGHUP');
+  await waitFor(() => reloads() > before, { what: 'the reload to be logged', timeoutMs: 5000 });
+  await waitFor(() => g.mcp.openConnections() === 0, { what: 'the kept connection closed by the lower cap' });
+});
+
+test('max_idle_connections: at the cap nothing is closed', async () => {
+  const g = await setup(3_600_000, { max_idle_connections: 2 });
+  const session = await initialize(g);
+  await twoCallsAtOnce(g, session);
+  await new Promise((resolve) => setTimeout(resolve, 300)); // a real process: closes would show by now
+  assert.equal(g.mcp.openConnections(), 2);
 });

@@ -210,7 +210,8 @@ struct McpServer {
   bool allowInsecureHttp = false;              // http:// instances
   std::string caFile;                          // extra trust anchors (PEM); "" = system store
   std::uint64_t maxResponseBytes = 64u << 20;  // JSON answers and one SSE event: 502 / error beyond
-  std::uint32_t maxIdleMs = 50'000;  // an idle connection to an instance is kept this long
+  std::uint32_t maxIdleMs = 50'000;        // an idle connection to an instance is kept this long
+  std::uint32_t maxIdleConnections = 256;  // idle connections kept per worker and instance
 };
 
 struct Mcp {

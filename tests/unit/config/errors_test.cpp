@@ -125,6 +125,24 @@ TEST(ConfigErrors, McpServerIdleTimeHasTheUpstreamsRange) {
   EXPECT_EQ(errorOf(with("3600001")), range + "'3600001'");
 }
 
+// mcp.servers[].max_idle_connections has the upstreams' range.
+TEST(ConfigErrors, McpServerIdleConnectionsHaveTheUpstreamsRange) {
+  const auto with = [](std::string_view value) {
+    return std::string(testing::kMinimal) +
+           "mcp:\n  servers:\n    - {name: t, url: \"https://t.example.com/mcp\", "
+           "max_idle_connections: " +
+           std::string(value) + "}\n";
+  };
+  EXPECT_EQ(errorOf(with("0")), "<parsed>");
+  EXPECT_EQ(errorOf(with("1000000")), "<parsed>");
+  EXPECT_EQ(errorOf(with("1000001")),
+            "relay.yaml:9:73: mcp.servers[0].max_idle_connections: must be an integer between 0 "
+            "and 1000000, got '1000001'");
+  EXPECT_EQ(errorOf(with("-1")),
+            "relay.yaml:9:73: mcp.servers[0].max_idle_connections: must be an integer between 0 "
+            "and 1000000, got '-1'");
+}
+
 // server.send_buffer_bytes: 0 (the kernel's) or 4096..64 MiB.
 TEST(ConfigErrors, SendBufferBytesAtItsEdges) {
   const auto with = [](std::string_view value) {

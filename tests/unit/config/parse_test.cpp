@@ -327,7 +327,7 @@ upstreams:
   - {name: m, base_url: "https://m.example.com", models: [x], max_idle_ms: 1500,
      max_idle_connections: 7}
 mcp:
-  servers: [{name: t, url: "https://t.example.com/mcp", max_idle_ms: 2500},
+  servers: [{name: t, url: "https://t.example.com/mcp", max_idle_ms: 2500, max_idle_connections: 3},
             {name: u, url: "https://u.example.com/mcp"}]
 )",
                                  "a.yaml", fakeEnv());
@@ -336,6 +336,8 @@ mcp:
   EXPECT_EQ(set.upstreams.at(0).maxIdleConnections, 7u);
   EXPECT_EQ(set.mcp.servers.at(0).maxIdleMs, 2500u);
   EXPECT_EQ(set.mcp.servers.at(1).maxIdleMs, 50'000u);  // absent: the default
+  EXPECT_EQ(set.mcp.servers.at(0).maxIdleConnections, 3u);
+  EXPECT_EQ(set.mcp.servers.at(1).maxIdleConnections, 256u);
 }
 
 TEST(ConfigParse, EmptySectionsAndSingleListenAddress) {
