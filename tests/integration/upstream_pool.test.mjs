@@ -88,6 +88,27 @@ async function round({ relay, upstream }, n) {
   for (const [status, text] of answers) assert.equal(status, 200, text);
 }
 
+// One request, not awaited: resolves to [status, body text].
+function ask({ relay }) {
+  return fetch(`${relay.url}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ model: 'pool', messages: [{ role: 'user', content: 'hi' }] }),
+  }).then(async (r) => [r.status, await r.text()]);
+}
+
+// Reloads with a second upstream beside the counted one (other endpoints:
+// the worker makes a new pool) and waits for the reload.
+async function reloadWithANewPool(g, server) {
+  const reloaded = configFor(g.upstream, undefined, { server });
+  reloaded.upstreams.push({ ...reloaded.upstreams[0], name: 'spare', models: { spare: 'spare-up' } });
+  const reloads = () => g.relay.logs().split('\n').filter((l) => /reloaded /.test(l)).length;
+  const before = reloads();
+  writeFileSync(g.relay.configPath, toYaml(reloaded));
+  g.relay.process.kill('SIGHUP');
+  await waitFor(() => reloads() > before, { what: 'the reload to be logged', timeoutMs: 5000 });
+}
+
 // One worker (one pool) in front of `upstream`, with that cap (and `extra`
 // upstream keys; `server` merged into the server section).
 function configFor(upstream, maxIdle, { extra = {}, server = {} } = {}) {
@@ -238,25 +259,12 @@ describe('idle upstream connections (upstreams[].max_idle_connections, max_idle_
     const g = await gateway(undefined, { server });
     gateways.push(g);
     g.upstream.expectRound(1000); // answered one by one below
-    const ask = () =>
-      fetch(`${g.relay.url}/v1/chat/completions`, {
-        method: 'POST',
-        headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' },
-        body: JSON.stringify({ model: 'pool', messages: [{ role: 'user', content: 'hi' }] }),
-      }).then(async (r) => [r.status, await r.text()]);
     let settled = 0;
-    const both = [ask(), ask()].map((p) => p.then((answer) => ((settled += 1), answer)));
+    const both = [ask(g), ask(g)].map((p) => p.then((answer) => ((settled += 1), answer)));
     await waitFor(() => g.upstream.heldCount() === 2, { what: 'both requests at the upstream' });
     assert.equal(g.upstream.counts.opened, 2);
 
-    // A second upstream: other endpoints, so the worker makes a new pool.
-    const reloaded = configFor(g.upstream, undefined, { server });
-    reloaded.upstreams.push({ ...reloaded.upstreams[0], name: 'spare', models: { spare: 'spare-up' } });
-    const reloads = () => g.relay.logs().split('\n').filter((l) => /reloaded /.test(l)).length;
-    const before = reloads();
-    writeFileSync(g.relay.configPath, toYaml(reloaded));
-    g.relay.process.kill('SIGHUP');
-    await waitFor(() => reloads() > before, { what: 'the reload to be logged', timeoutMs: 5000 });
+    await reloadWithANewPool(g, server);
 
     g.upstream.releaseOne();
     await waitFor(() => settled === 1, { what: 'one answer' });
@@ -285,21 +293,11 @@ describe('idle upstream connections (upstreams[].max_idle_connections, max_idle_
     await settle();
     assert.equal(g.upstream.counts.closed, 0);
     g.upstream.expectRound(1000); // the next request is held
-    const held = fetch(`${g.relay.url}/v1/chat/completions`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ model: 'pool', messages: [{ role: 'user', content: 'hi' }] }),
-    }).then(async (r) => [r.status, await r.text()]);
+    const held = ask(g);
     await waitFor(() => g.upstream.heldCount() === 1, { what: 'the request at the upstream' });
     assert.equal(g.upstream.counts.opened, 2, 'it took one of the idle connections');
 
-    const reloaded = configFor(g.upstream, undefined, { server });
-    reloaded.upstreams.push({ ...reloaded.upstreams[0], name: 'spare', models: { spare: 'spare-up' } });
-    const reloads = () => g.relay.logs().split('\n').filter((l) => /reloaded /.test(l)).length;
-    const before = reloads();
-    writeFileSync(g.relay.configPath, toYaml(reloaded));
-    g.relay.process.kill('SIGHUP');
-    await waitFor(() => reloads() > before, { what: 'the reload to be logged', timeoutMs: 5000 });
+    await reloadWithANewPool(g, server);
     // The request still holds the old pool: without the retirement its idle
     // connection would stay open in it until the request ended.
     await waitFor(() => g.upstream.counts.closed === 1, { what: 'the idle connection of the replaced pool closed' });
