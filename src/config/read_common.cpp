@@ -51,6 +51,7 @@ std::uint32_t readIdleMs(const Value& v) {
 }
 
 std::uint32_t readIdleConnections(const Value& v) {
+  // Above any file-descriptor limit a worker could be given.
   constexpr std::uint32_t kMaxIdleConnections = 1'000'000;
   return v.unsignedInt<std::uint32_t>(0, kMaxIdleConnections);
 }

@@ -9,7 +9,6 @@ namespace relay::config::detail {
 namespace {
 
 constexpr std::uint32_t kMaxWeight = 1'000'000;
-// Above any file-descriptor limit a worker could be given.
 
 std::map<std::string, std::string> readModelMap(const Value& v) {
   std::map<std::string, std::string> out;

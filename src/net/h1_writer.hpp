@@ -238,6 +238,7 @@ class H1Writer {
   template <class Buffers>
   Sent sendAtOnce(const Buffers& buffers, std::size_t& written) {
     written = 0;
+    foundFull_ = false;  // of this send only
     if (!lowestLayer(stream_).is_open()) {
       gone_ = true;
       return Sent::kFailed;
@@ -319,8 +320,10 @@ class H1Writer {
   std::size_t keptSkip_ = 0;
   std::size_t keptLength_ = 0;
   std::optional<std::string_view> keptChunk_;
-  // The last send of sendAtOnce() took less than it was offered (the socket
-  // is full): what writeRest() may wait on before it tries.
+  // The last sendAtOnce() took less than it offered the kernel (the socket
+  // is full): what writeRest() may wait on before it tries. Every send
+  // clears it first, and the writeRest() that reads it clears it; it
+  // outlives dropKept(), which writeKept() calls before that writeRest().
   bool foundFull_ = false;
 };
 

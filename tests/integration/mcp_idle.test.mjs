@@ -120,11 +120,12 @@ test('a reload that replaces the MCP pool closes what its open calls hand back',
   await waitFor(() => g.mcp.openConnections() === 0, { what: 'the long call\'s connection closed with its pool' });
 });
 
-// Two tools/call at once (two connections), in `session`; resolves when both answered.
+// Two tools/call at once (two connections, each call 1.5 s: the test sees
+// both open), in `session`; resolves when both answered.
 async function twoCallsAtOnce(g, session) {
   const answers = await Promise.all(
     [10, 11].map((id) =>
-      rpc(g, { id, method: 'tools/call', params: { name: 'sleep', arguments: { ms: 300 } } }, session).then(
+      rpc(g, { id, method: 'tools/call', params: { name: 'sleep', arguments: { ms: 1500 } } }, session).then(
         async (r) => [r.status, await r.text()],
       ),
     ),

@@ -5,6 +5,7 @@
 // that waits has the stall deadline; a reset caller makes the writer gone.
 #include "h1_writer.hpp"
 
+#include <array>
 #include <charconv>
 #include <chrono>
 #include <cstddef>
@@ -232,21 +233,19 @@ TEST_F(H1WriterTest, AWriteThatWaitsForRoomHasTheStallDeadline) {
 // write of the rest begins (a handler that waited after respondNow()).
 class H1WriterAfterTheEdgeTest : public H1WriterTest {
  protected:
-  // Leaves an answer kept, and the edge of the room made for it taken.
-  void keepAnAnswerAndTakeTheEdge() {
-    // A write that waited: the socket's writable edges now reach the loop.
+  // A write that waited, so that the socket's writable edges reach the
+  // loop from now on; all of it read.
+  void registerForRoom() {
     const std::string first = bigBytes(1 << 20);
     ASSERT_EQ(runReading(writer.chunk(first, false), chunkOf(first).size()),
               std::optional<bool>(true));
     got.clear();
-    std::string body = bigBytes(3 << 20);
-    whole = head + body;
-    ASSERT_TRUE(writer.answerNow(head, body, false));
-    ASSERT_TRUE(writer.hasKept());
-    const std::size_t sent = whole.size() - writer.keptBytes();
-    arrived(sent);  // the caller takes all that went: the socket has room
-    ASSERT_EQ(got.size(), sent);
-    // Every byte sent acknowledged: no more room will come, so no more edges.
+  }
+
+  // Once every byte sent is acknowledged no more room will come, so no more
+  // edges: the loop runs a moment with no write waiting and takes the ones
+  // that came.
+  void takeTheEdges() {
     const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
     int queued = -1;
     while ((::ioctl(socket.native_handle(), SIOCOUTQ, &queued) != 0 || queued != 0) &&
@@ -255,17 +254,46 @@ class H1WriterAfterTheEdgeTest : public H1WriterTest {
       ::poll(&p, 1, 10);
     }
     ASSERT_EQ(queued, 0);
-    // The loop runs a moment with no write waiting: it takes the writable
-    // edges that brought, and handles them.
     asio::steady_timer moment(io, std::chrono::milliseconds(50));
     moment.async_wait([](boost::system::error_code) {});
     io.restart();
     io.run();
   }
 
+  // Leaves an answer kept, and the edge of the room made for it taken.
+  void keepAnAnswerAndTakeTheEdge() {
+    registerForRoom();
+    std::string body = bigBytes(3 << 20);
+    whole = head + body;
+    ASSERT_TRUE(writer.answerNow(head, body, false));
+    ASSERT_TRUE(writer.hasKept());
+    const std::size_t sent = whole.size() - writer.keptBytes();
+    arrived(sent);  // the caller takes all that went: the socket has room
+    ASSERT_EQ(got.size(), sent);
+    takeTheEdges();
+  }
+
   const std::string head = "HTTP/1.1 200 OK\r\ncontent-length: 3145728\r\n\r\n";
   std::string whole;
 };
+
+// More pieces than one send takes (kSendNowBuffers): the first send takes
+// what it was offered and the socket is not full, so the rest must not wait
+// for an edge (none comes: the loop took the last): it goes at once.
+TEST_F(H1WriterAfterTheEdgeTest, AWriteOfMorePiecesThanOneSendTakesDoesNotWaitForRoom) {
+  registerForRoom();
+  takeTheEdges();
+  std::array<std::string, kSendNowBuffers + 1> pieces;
+  std::array<asio::const_buffer, kSendNowBuffers + 1> bufs;
+  std::string whole;
+  for (std::size_t i = 0; i < pieces.size(); ++i) {
+    pieces[i] = "piece " + std::to_string(i) + "\n";
+    bufs[i] = asio::buffer(pieces[i]);
+    whole += pieces[i];
+  }
+  EXPECT_EQ(runReading(writer.writeAll(bufs), whole.size()), std::optional<bool>(true));
+  EXPECT_EQ(got, whole);
+}
 
 TEST_F(H1WriterAfterTheEdgeTest, AWriteOfTheRestBegunLaterTriesFirst) {
   keepAnAnswerAndTakeTheEdge();
