@@ -81,13 +81,12 @@ const config::Key* KeyRegistry::fileKey(const config::Config& cfg, const std::st
 std::vector<config::Key> KeyRegistry::merge(const Entries& entries,
                                             const config::Config& fileConfig) {
   std::vector<config::Key> out;
+  std::set<std::string> names;
   std::set<std::string> digests;
   auto add = [&](config::Key k) {
-    for (const config::Key& other : out) {
-      if (other.name == k.name) {
-        throw config::ConfigError("runtime key '" + k.name + "': the name is also a key of " +
-                                  fileConfig.sourcePath + "; rename or revoke one of them");
-      }
+    if (!names.insert(k.name).second) {
+      throw config::ConfigError("runtime key '" + k.name + "': the name is also a key of " +
+                                fileConfig.sourcePath + "; rename or revoke one of them");
     }
     if (!digests.insert(k.sha256).second) {
       throw config::ConfigError("runtime key '" + k.name + "': its digest is another key's");
@@ -402,8 +401,9 @@ bool KeyRegistry::newerEntry(const std::string& a, const std::string& b) {
 std::vector<std::string> KeyRegistry::importEntries(
     const std::map<std::string, std::string>& shared, const config::Config& fileConfig,
     std::vector<std::string>& refused) {
-  std::vector<std::string> taken;
   std::lock_guard lock(mutex_);
+  // What would change: entries that parse and are newer than ours.
+  std::vector<std::pair<std::string, Entry>> changes;
   for (const auto& [name, text] : shared) {
     json v = json::parse(text, nullptr, false);
     Entry e;
@@ -413,8 +413,29 @@ std::vector<std::string> KeyRegistry::importEntries(
     }
     auto it = entries_.find(name);
     if (it != entries_.end() && !newerEntry(text, entryToJson(it->second).dump())) continue;
+    changes.emplace_back(name, std::move(e));
+  }
+  std::vector<std::string> taken;
+  if (changes.empty()) return taken;
+  // Nearly always they fit together, and one merge checks them all: a merge
+  // parses every key, so one per change would cost the square of the key
+  // count (minutes for a first read of thousands of keys).
+  Entries all = entries_;
+  for (const auto& [name, e] : changes)
+    all[name] = e;
+  try {
+    merge(all, fileConfig);
+    entries_ = std::move(all);
+    for (const auto& change : changes)
+      taken.push_back(change.first);
+    return taken;
+  } catch (const config::ConfigError&) {
+    // One of them does not fit this config: one at a time, so that the
+    // others are taken and each refusal is named.
+  }
+  for (auto& [name, e] : changes) {
     Entries trial = entries_;
-    trial[name] = e;
+    trial[name] = std::move(e);
     try {
       merge(trial, fileConfig);
     } catch (const config::ConfigError& err) {

@@ -17,6 +17,10 @@ using admission::BudgetOptions;
 
 namespace {
 
+// Keys per HSCAN page of kr:keys: a hint to Redis (a hash it keeps as a
+// listpack, up to hash-max-listpack-entries, 128 by default, comes whole).
+constexpr std::string_view kKeysScanCount = "256";
+
 // This process's view of every budgeted key's spend, as a floor for Redis's.
 void pushFloors(GateCore& core, const std::shared_ptr<const pipeline::Snapshot>& snap) {
   if (!snap) return;
@@ -60,14 +64,29 @@ net::Task<void> keysPollLoop(std::shared_ptr<GateCore> core,
     if (!version.ok()) continue;
     std::string v = version.value.type == RespValue::Type::kNull ? "0" : version.value.text;
     if (seen && *seen == v) continue;
-    std::string all;
-    appendCommand(all, {"HGETALL", "kr:keys"});
-    RedisReply entries = co_await core->link->call(std::move(all));
-    if (!entries.ok() || entries.value.type != RespValue::Type::kArray) continue;
+    // In pages: one HGETALL of more than RespLimits::maxElements / 2 keys
+    // is a reply the parser refuses, which would drop the connection on
+    // every poll. HSCAN may give a key twice (the later value is the newer);
+    // a change during the scan moves the version, and the next poll reads
+    // again.
     std::map<std::string, std::string> out;
-    const auto& items = entries.value.items;
-    for (std::size_t i = 0; i + 1 < items.size(); i += 2)
-      out.emplace(items[i].text, items[i + 1].text);
+    std::string cursor = "0";
+    bool whole = true;
+    do {
+      std::string scan;
+      appendCommand(scan, {"HSCAN", "kr:keys", cursor, "COUNT", kKeysScanCount});
+      RedisReply page = co_await core->link->call(std::move(scan));
+      if (!page.ok() || page.value.type != RespValue::Type::kArray ||
+          page.value.items.size() != 2 || page.value.items[1].type != RespValue::Type::kArray) {
+        whole = false;
+        break;
+      }
+      cursor = page.value.items[0].text;
+      const auto& items = page.value.items[1].items;
+      for (std::size_t i = 0; i + 1 < items.size(); i += 2)
+        out.insert_or_assign(items[i].text, items[i + 1].text);
+    } while (cursor != "0" && !core->stopped);
+    if (!whole || core->stopped) continue;
     seen = v;
     changed(std::move(out));
   }

@@ -352,7 +352,7 @@ void RedisLink::complete(RedisReply reply) {
   }
   Pending p = std::move(pending_.front());
   pending_.pop_front();
-  unanswered_.store(pending_.size(), std::memory_order_relaxed);
+  countUnanswered();
   if (p.waiter) p.waiter->pending = nullptr;
   if (reply.error == RedisError::kReply) {
     sharedStateStats().error(RedisErrorKind::kReply);
@@ -364,8 +364,22 @@ void RedisLink::complete(RedisReply reply) {
         appendCommand(load, {"SCRIPT", "LOAD", s->source});
         send(std::move(load), false);
       }
+      // A settlement is sent again after them, once: its lease would
+      // otherwise hold the slot until it expires and its cost would never
+      // be charged. (The scripts apply a lease id once.)
+      if (p.keep && !p.resent) {
+        p.resent = true;
+        std::string command = p.command;
+        enqueue(std::move(p), command);
+        failure(RedisError::kReply);
+        return;
+      }
     }
-  } else {
+  } else if (p.waiter) {
+    // Only an answer in time to a caller still waiting ends a run of
+    // failures: a late one (its caller timed out) or a settlement's says
+    // nothing of how long Redis takes, and a Redis slower than the timeout
+    // must trip the breaker rather than make every caller wait for it.
     failures_ = 0;
   }
   if (p.waiter) {
@@ -407,7 +421,6 @@ void RedisLink::drop(RedisError why, std::string_view detail) {
   // those queued since); callers waiting are told at once.
   std::deque<Pending> pending;
   pending.swap(pending_);
-  unanswered_.store(0, std::memory_order_relaxed);
   std::deque<Pending> replay;
   for (Pending& p : pending) {
     if (p.waiter) {
@@ -431,6 +444,7 @@ void RedisLink::drop(RedisError why, std::string_view detail) {
     sharedStateStats().settlementsDropped.fetch_add(1, std::memory_order_relaxed);
     if (lost.onReply) lost.onReply(RedisReply{{}, RedisError::kDown});
   }
+  countUnanswered();
 }
 
 void RedisLink::queueBacklog(Pending pending) {
@@ -444,11 +458,16 @@ void RedisLink::queueBacklog(Pending pending) {
     sharedStateStats().settlementsQueued.fetch_add(1, std::memory_order_relaxed);
   }
   backlog_.push_back(std::move(pending));
+  countUnanswered();
+}
+
+void RedisLink::countUnanswered() {
+  unanswered_.store(pending_.size() + backlog_.size(), std::memory_order_relaxed);
 }
 
 void RedisLink::enqueue(Pending pending, std::string_view command) {
   pending_.push_back(std::move(pending));
-  unanswered_.store(pending_.size(), std::memory_order_relaxed);
+  countUnanswered();
   out_ += command;
   kickWriter();
 }

@@ -10,8 +10,9 @@
 //    when a connection drops is replayed too (the scripts apply each lease
 //    id once, so a replay never charges twice).
 //  - Breaker: kBreakerFailures failures in a row (timeouts, error replies)
-//    close the connection; while it is down or reconnecting, calls fail at
-//    once (RedisError::kDown) instead of each waiting for a timeout.
+//    close the connection (only a reply in time to a waiting call ends a
+//    run: late replies do not, so a Redis slower than the timeout trips it); while it is down or
+//    reconnecting, calls fail at once (RedisError::kDown) instead of each waiting for a timeout.
 //    Reconnects back off from 50 ms to 2 s with jitter, so shared state is
 //    global again within about 2 s of Redis returning.
 //  - Connect: TCP (or TLS for rediss://, verified against the system CAs or
@@ -70,8 +71,9 @@ class RedisLink : public std::enable_shared_from_this<RedisLink> {
   void stop();
 
   bool ready() const { return state_ == State::kReady; }
-  // Commands sent and not answered yet (readable from any thread: the drain
-  // waits for settlements to land before the loops stop).
+  // Commands sent and not answered yet, and settlements waiting for a
+  // connection (readable from any thread: the drain waits for settlements
+  // to land before the loops stop).
   std::size_t unanswered() const { return unanswered_.load(std::memory_order_relaxed); }
   // The SHA1 that EVALSHA names `script` by (lowercase hex).
   const std::string& sha(const Script& script) const;
@@ -92,6 +94,7 @@ class RedisLink : public std::enable_shared_from_this<RedisLink> {
   struct Pending {
     std::string command;  // kept for replay (keep only)
     bool keep = false;
+    bool resent = false;  // sent again after NOSCRIPT (once)
     Waiter* waiter = nullptr;
     OnReply onReply;
   };
@@ -106,6 +109,7 @@ class RedisLink : public std::enable_shared_from_this<RedisLink> {
   void failure(RedisError why);  // counts toward the breaker
   void drop(RedisError why, std::string_view detail);
   void queueBacklog(Pending pending);
+  void countUnanswered();  // unanswered_ from pending_ and backlog_
   void setState(State s);
 
   boost::asio::io_context& context_;
