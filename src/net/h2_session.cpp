@@ -85,6 +85,7 @@ class H2Session final : public H2Connection,
     peer_ = peerAddress(lowestLayer(stream_));
     connectionWindow_ = static_cast<std::int32_t>(
         std::min<std::uint64_t>(config_->maxConnectionBodyBytes, kMaxWindow));
+    windowStep_ = std::max<std::uint64_t>(1, connectionWindow_ / 16);
   }
 
   ~H2Session() override {
@@ -148,6 +149,7 @@ class H2Session final : public H2Connection,
     nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, &H2Session::onDataChunk);
     nghttp2_session_callbacks_set_on_stream_close_callback(cb, &H2Session::onStreamClose);
     nghttp2_session_callbacks_set_on_frame_send_callback(cb, &H2Session::onFrameSend);
+    nghttp2_session_callbacks_set_on_invalid_frame_recv_callback(cb, &H2Session::onInvalidFrame);
     nghttp2_option* opt = nullptr;
     if (nghttp2_option_new(&opt) != 0) {
       nghttp2_session_callbacks_del(cb);
@@ -203,9 +205,18 @@ class H2Session final : public H2Connection,
                       std::uint8_t, void* user) {
     H2Session& s = self(user);
     H2Stream* st = s.find(frame->hd.stream_id);
-    // Trailers (a HEADERS frame after the head) are not part of the request
-    // the pipeline sees: they are dropped.
-    if (!st || st->headDone) return 0;
+    if (!st) return 0;
+    if (st->headDone) {
+      // Trailers (a HEADERS frame after the head) are not part of the
+      // request the pipeline sees: they are dropped. HPACK still decodes
+      // (and nghttp2 validates) each field: past max_header_bytes the stream
+      // is reset, and the rest of the block decodes without either, so that
+      // references to one large table entry cannot cost a decode each.
+      st->headerBytes += namelen + valuelen + 32;  // counted from 0 after the head
+      if (st->headerBytes <= s.config_->maxHeaderBytes) return 0;
+      countLimit(Limit::kMaxHeaderBytes);
+      return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+    }
     // RFC 7541 §4.1 sizes, as SETTINGS_MAX_HEADER_LIST_SIZE counts them.
     st->headerBytes += namelen + valuelen + 32;
     if (st->headerBytes > s.config_->maxHeaderBytes) {
@@ -248,14 +259,13 @@ class H2Session final : public H2Connection,
     H2Session& s = self(user);
     H2Stream* st = s.find(id);
     if (!st) {
-      s.consumeLater(id, len, len);
+      s.consumeLater(id, len);
       return 0;
     }
     bool wasTooLarge = st->tooLarge();
     if (st->takeData(data, len)) {
       st->held += len;
       s.connHeld_ += len;
-      s.owed_ += len;
       // The connection's body budget is used up (less than one DATA frame of
       // room): uploads wait for room.
       if (s.connHeld_ + kDefaultMaxFrame > s.config_->maxConnectionBodyBytes &&
@@ -264,12 +274,12 @@ class H2Session final : public H2Connection,
         countLimit(Limit::kMaxConnectionBodyBytes);
       }
       if (st->wantsBody) {
-        s.consumeLater(id, len, 0);
+        s.consumeLater(id, len);
       } else {
         st->unconsumed += len;
       }
     } else {
-      s.consumeLater(id, len, len);  // dropped at once: its window is free again
+      s.consumeLater(id, len);  // dropped at once: its window is free again
       if (st->tooLarge() && !wasTooLarge) s.release(*st);
     }
     return 0;
@@ -287,7 +297,9 @@ class H2Session final : public H2Connection,
         s.controlFrame();
         break;
       case NGHTTP2_DATA:
-        if (frame->hd.length == 0 && !(frame->hd.flags & NGHTTP2_FLAG_END_STREAM)) s.controlFrame();
+        // No data, padding or not (padlen counts the padding and its length byte).
+        if (frame->hd.length == frame->data.padlen && !(frame->hd.flags & NGHTTP2_FLAG_END_STREAM))
+          s.controlFrame();
         break;
       default:
         break;
@@ -297,6 +309,7 @@ class H2Session final : public H2Connection,
     if (!st) return 0;
     if (frame->hd.type == NGHTTP2_HEADERS && !st->headDone) {
       st->headDone = true;
+      st->headerBytes = 0;  // from here it counts the trailers
       st->headAt = SteadyClock::now();
       s.events_.push_back(st->id);  // launch (or reject) after mem_recv
     }
@@ -311,6 +324,22 @@ class H2Session final : public H2Connection,
     H2Stream& st = *it->second;
     st.peerClosed(errorCode);  // wakes a waiting write or body read; cancels a running handler
     if (!st.handlerRunning) s.erase(it);  // nghttp2 no longer refers to it
+    return 0;
+  }
+
+  // A frame nghttp2 refused as a stream error (a WINDOW_UPDATE overflowing
+  // the stream's window, DATA beyond its content-length, a malformed field,
+  // a stream over the concurrency limit before our SETTINGS are acked): it
+  // queues RST_STREAM, which closes the stream once sent. Such a reset is
+  // one the client provoked, and draws from the allowance as one it sends
+  // would ("MadeYouReset", CVE-2025-8671: without this, a valid HEADERS
+  // followed by an overflowing WINDOW_UPDATE started a handler per pair,
+  // unlimited, and each refused stream queued a reset without bound). A
+  // stream not yet launched never is.
+  static int onInvalidFrame(nghttp2_session*, const nghttp2_frame* frame, int, void* user) {
+    H2Session& s = self(user);
+    s.controlFrame();
+    if (H2Stream* st = s.find(frame->hd.stream_id); st && !st->handlerRunning) st->answered = true;
     return 0;
   }
 
@@ -333,8 +362,10 @@ class H2Session final : public H2Connection,
 
   // Flow control ------------------------------------------------------------
 
-  void consumeLater(std::int32_t id, std::size_t streamBytes, std::size_t connectionBytes) {
-    consumes_.push_back({id, streamBytes, connectionBytes});
+  // A stream's window for bytes taken or dropped; the connection's comes
+  // back in payOwedWindow(), for every byte not held.
+  void consumeLater(std::int32_t id, std::size_t streamBytes) {
+    consumes_.push_back({id, streamBytes});
   }
 
   // A stream's body leaves memory: its share of the connection window may
@@ -353,21 +384,29 @@ class H2Session final : public H2Connection,
     wakeWriter();
   }
 
-  // Gives back the connection window of bytes no longer held (owed_ counts
-  // bytes kept and not yet given back; connHeld_ those still in memory).
+  // Gives back the connection window of every byte received and not held:
+  // dropped at once, or held and released since, and what nghttp2 consumed
+  // itself (padding, DATA for closed streams). The client may always send
+  // the budget less what is held, less at most one step. (Consuming through
+  // nghttp2 would send a WINDOW_UPDATE only once half the window is
+  // consumed: a body held for a long answer could keep the rest under half,
+  // and another upload would wait for room the budget has.) The update is
+  // never more than nghttp2 counts as received: the window never grows past
+  // the budget.
   void payOwedWindow() {
     if (connHeld_ + kDefaultMaxFrame <= config_->maxConnectionBodyBytes) bodyBudgetFull_ = false;
-    if (owed_ <= connHeld_ || closed_) return;
-    std::uint64_t pay = owed_ - connHeld_;
-    if (nghttp2_session_consume_connection(session_, pay) == 0) {
-      owed_ -= pay;
+    if (closed_) return;
+    const std::int32_t received = nghttp2_session_get_effective_recv_data_length(session_);
+    if (received <= 0 || static_cast<std::uint64_t>(received) <= connHeld_) return;
+    const std::uint64_t free = static_cast<std::uint64_t>(received) - connHeld_;
+    if (free < windowStep_) return;
+    if (nghttp2_submit_window_update(session_, NGHTTP2_FLAG_NONE, 0,
+                                     static_cast<std::int32_t>(free)) == 0)
       wakeWriter();
-    }
   }
 
   void applyConsumes() {
     for (const Consume& c : consumes_) {
-      if (c.connection > 0) nghttp2_session_consume_connection(session_, c.connection);
       if (c.stream > 0) nghttp2_session_consume_stream(session_, c.id, c.stream);
     }
     consumes_.clear();
@@ -390,6 +429,8 @@ class H2Session final : public H2Connection,
     applyConsumes();
     std::vector<std::int32_t> events;
     events.swap(events_);
+    // A flood ends the connection: nothing of the read that carried it runs.
+    if (flooded_) return;
     for (std::int32_t id : events) {
       H2Stream* st = find(id);
       if (!st || st->handlerRunning || st->answered || st->closed) continue;
@@ -633,7 +674,6 @@ class H2Session final : public H2Connection,
   struct Consume {
     std::int32_t id;
     std::size_t stream;
-    std::size_t connection;
   };
 
   Stream stream_;
@@ -653,8 +693,8 @@ class H2Session final : public H2Connection,
   SteadyClock::time_point lastActivity_{};
   std::optional<SteadyClock::time_point> writeStartedAt_;  // set while a write is in flight
   std::int32_t connectionWindow_ = 65535;
-  std::uint64_t connHeld_ = 0;  // request-body bytes in memory, all streams
-  std::uint64_t owed_ = 0;      // kept bytes whose connection window is not given back yet
+  std::uint64_t connHeld_ = 0;    // request-body bytes in memory, all streams
+  std::uint64_t windowStep_ = 1;  // connection window given back at least this much at a time
   double controlAllowance_ = kControlBurst;
   SteadyClock::time_point controlRefilledAt_{};
   bool flooded_ = false;

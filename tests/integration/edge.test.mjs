@@ -46,6 +46,7 @@ import {
   TYPE,
   connectRaw,
   dataFrame,
+  frame,
   headerListSize,
   headersFrame,
   headersFrameRaw,
@@ -59,6 +60,7 @@ import {
   rstStreamFrame,
   settingsAck,
   settingsFrame,
+  windowUpdateFrame,
 } from '../lib/h2frames.mjs';
 import { metricSum, parseMetrics } from '../lib/metrics.mjs';
 
@@ -957,6 +959,61 @@ describe('HTTP/2 front end', () => {
     await assertBystanderServed();
   });
 
+  test('resets the gateway sends: 1000 x (HEADERS GET /v1/models, WINDOW_UPDATE overflowing that stream\'s window) get GOAWAY ENHANCE_YOUR_CALM, and none is served', async () => {
+    const frames = [];
+    for (let i = 0; i < 1000; i++) {
+      const id = 2 * i + 1;
+      frames.push(h2Get(port, id), windowUpdateFrame(id, 0x7fffffff));
+    }
+    const conn = await expectCalm(frames);
+    // Each stream was reset (FLOW_CONTROL_ERROR) before its handler could
+    // start: no answer began.
+    assert.equal(conn.frames.filter((f) => f.type === TYPE.HEADERS).length, 0, conn.summary());
+    await assertBystanderServed();
+  });
+
+  test('padded DATA with no data on an open request stream: a flood of them gets GOAWAY ENHANCE_YOUR_CALM', async () => {
+    const PADDED = 0x8;
+    await expectCalm(Array.from({ length: 2000 }, () => frame(TYPE.DATA, PADDED, 1, Buffer.from([0]))), {
+      setup: (conn) =>
+        conn.write(
+          headersFrame(1, [
+            ...requestFields(port, { method: 'POST', path: '/v1/chat/completions' }),
+            ['content-type', 'application/json'],
+          ]),
+        ),
+    });
+  });
+
+  test('trailers count against max_header_bytes: a trailer block decoding far past it resets the stream; small trailers are dropped and the request served', async () => {
+    const hits = await limitCounter(env.relay, 'max_header_bytes');
+    const conn = await h2Open(port);
+    const body = JSON.stringify(chatRequest({ model: MODEL }));
+    const post = (id) =>
+      Buffer.concat([
+        headersFrame(id, [
+          ...requestFields(port, { method: 'POST', path: '/v1/chat/completions' }),
+          ['content-type', 'application/json'],
+          ['content-length', String(body.length)],
+        ]),
+        dataFrame(id, body),
+      ]);
+    try {
+      // One 4,037-byte table entry, then 4,000 one-byte references to it:
+      // about 16 MB of trailer fields from 8 KB.
+      const bomb = Buffer.concat([hpackIncrementalLiteral('x-trailer', 't'.repeat(4000)), Buffer.alloc(4000, hpackIndexed(62)[0])]);
+      await conn.write(Buffer.concat([post(1), headersFrameRaw(1, bomb, { endStream: true })]));
+      const r1 = await h2Outcome(conn, 1, { timeoutMs: 5000 });
+      assert.notEqual(r1.rst, null, `the stream was not reset: ${JSON.stringify(r1).slice(0, 200)}`);
+      await hits.assertMoved(1);
+      await conn.write(Buffer.concat([post(3), headersFrame(3, [['x-checksum', 'abc']], { endStream: true })]));
+      const r3 = await h2Outcome(conn, 3);
+      assert.equal(r3.status, 200, r3.body);
+    } finally {
+      conn.destroy();
+    }
+  });
+
   test('body_timeout_ms: a stream whose body stops gets 408 naming body_timeout_ms; the connection serves the next stream', async () => {
     const conn = await h2Open(port);
     try {
@@ -1202,12 +1259,11 @@ describe('HTTP/2 request bodies (max_request_bytes, max_connection_body_bytes) a
     }
   });
 
-  test('two streams holding the whole budget get no connection window back; a third upload waits until one body leaves memory', async () => {
-    const hits = await limitCounter(env.relay, 'max_connection_body_bytes');
-    const port = portOf(env.relay);
+  // A connection whose sends are checked against the connection window the
+  // gateway gave: 65535, plus every WINDOW_UPDATE on stream 0, minus the
+  // DATA bytes sent.
+  async function budgetConnection(port) {
     const conn = await h2Open(port);
-    // The client's send window on the connection: 65535, plus every
-    // WINDOW_UPDATE the gateway gave on stream 0, minus the DATA bytes sent.
     let sent = 0;
     const connectionWindow = () =>
       65535 +
@@ -1233,9 +1289,16 @@ describe('HTTP/2 request bodies (max_request_bytes, max_connection_body_bytes) a
         ['content-type', 'application/json'],
         ['content-length', String(length)],
       ]);
+    await waitFor(() => connectionWindow() === BUDGET, { what: `a connection window of ${BUDGET}` });
+    return { conn, connectionWindow, send, head };
+  }
+
+  test('two streams holding the whole budget get no connection window back; a third upload waits until one body leaves memory', async () => {
+    const hits = await limitCounter(env.relay, 'max_connection_body_bytes');
+    const port = portOf(env.relay);
+    const { conn, connectionWindow, send, head } = await budgetConnection(port);
     try {
       assert.ok(conn.serverSettings[SETTING.INITIAL_WINDOW_SIZE] >= MAX_REQUEST, JSON.stringify(conn.serverSettings));
-      await waitFor(() => connectionWindow() === BUDGET, { what: `a connection window of ${BUDGET}` });
       // Streams 1 and 3: bodies of exactly max_request_bytes, all but their last byte.
       const a = chatBodyOfSize(MAX_REQUEST);
       const b = chatBodyOfSize(MAX_REQUEST);
@@ -1259,6 +1322,36 @@ describe('HTTP/2 request bodies (max_request_bytes, max_connection_body_bytes) a
       await send(3, b.slice(-1), { endStream: true });
       assert.equal((await h2Outcome(conn, 3)).status, 200);
       await hits.assertMoved();
+    } finally {
+      conn.destroy();
+    }
+  });
+
+  test('a body that left memory gives its connection window back though under half the budget is free: the next upload is not stranded', async () => {
+    const port = portOf(env.relay);
+    const { conn, connectionWindow, send, head } = await budgetConnection(port);
+    try {
+      // Stream 1 holds all but the last byte of its body (its answer waits
+      // for it); stream 3's whole body, one byte under half the budget,
+      // arrives, is answered and leaves memory.
+      const a = chatBodyOfSize(MAX_REQUEST);
+      const b = chatBodyOfSize(BUDGET / 2 - 1);
+      await conn.write(Buffer.concat([head(1, a.length), head(3, b.length)]));
+      await send(1, a.slice(0, -1));
+      await send(3, b, { endStream: true });
+      const r3 = await h2Outcome(conn, 3);
+      assert.equal(r3.status, 200, r3.body);
+      // Everything not held is given back: the budget less stream 1's bytes.
+      await waitFor(() => connectionWindow() === BUDGET - (a.length - 1), {
+        what: `a connection window of ${BUDGET - (a.length - 1)} (the budget less what stream 1 holds)`,
+      });
+      const small = JSON.stringify(chatRequest({ model: MODEL, messages: [{ role: 'user', content: 'next' }] }));
+      await conn.write(head(5, small.length));
+      await send(5, small, { endStream: true });
+      const r5 = await h2Outcome(conn, 5);
+      assert.equal(r5.status, 200, r5.body);
+      await send(1, a.slice(-1), { endStream: true });
+      assert.equal((await h2Outcome(conn, 1)).status, 200);
     } finally {
       conn.destroy();
     }
