@@ -352,18 +352,18 @@ void RedisLink::complete(RedisReply reply) {
   }
   Pending p = std::move(pending_.front());
   pending_.pop_front();
-  countUnanswered();
   if (p.waiter) p.waiter->pending = nullptr;
+  bool failed = false;  // counts toward the breaker
   if (reply.error == RedisError::kReply) {
     sharedStateStats().error(RedisErrorKind::kReply);
     spdlog::debug("shared state: Redis answered an error: {}", reply.value.text.substr(0, 200));
     if (reply.value.text.starts_with("NOSCRIPT")) {
-      // Someone flushed the scripts: load them again (FIFO: before what follows).
-      for (const Script* s : scripts_) {
-        std::string load;
-        appendCommand(load, {"SCRIPT", "LOAD", s->source});
-        send(std::move(load), false);
-      }
+      // Someone flushed the scripts, or a failover reached a Redis without
+      // them: Redis answers, so this is no failure of it (every command in
+      // flight says the same, and three would trip the breaker). The
+      // scripts are loaded again, once for however many say so (FIFO:
+      // before what follows them).
+      loadScripts();
       // A settlement is sent again after them, once: its lease would
       // otherwise hold the slot until it expires and its cost would never
       // be charged. (The scripts apply a lease id once.)
@@ -371,9 +371,10 @@ void RedisLink::complete(RedisReply reply) {
         p.resent = true;
         std::string command = p.command;
         enqueue(std::move(p), command);
-        failure(RedisError::kReply);
         return;
       }
+    } else {
+      failed = true;
     }
   } else if (p.waiter) {
     // Only an answer in time to a caller still waiting ends a run of
@@ -388,7 +389,20 @@ void RedisLink::complete(RedisReply reply) {
   } else if (p.onReply) {
     p.onReply(reply);
   }
-  if (reply.error == RedisError::kReply) failure(RedisError::kReply);
+  countUnanswered();
+  if (failed) failure(RedisError::kReply);
+}
+
+void RedisLink::loadScripts() {
+  if (loadingScripts_) return;
+  loadingScripts_ = true;
+  for (std::size_t i = 0; i < scripts_.size(); ++i) {
+    std::string load;
+    appendCommand(load, {"SCRIPT", "LOAD", scripts_[i]->source});
+    OnReply loaded;
+    if (i + 1 == scripts_.size()) loaded = [this](const RedisReply&) { loadingScripts_ = false; };
+    send(std::move(load), false, std::move(loaded));
+  }
 }
 
 void RedisLink::failure(RedisError why) {
@@ -410,6 +424,7 @@ void RedisLink::drop(RedisError why, std::string_view detail) {
   out_.clear();
   in_.clear();
   failures_ = 0;
+  loadingScripts_ = false;  // a new connection loads them in its handshake
   if (wasReady) {
     sharedStateStats().error(statKind(why));
     spdlog::warn("shared state: lost {}: {}; deciding on this replica's own state until it is back",

@@ -110,6 +110,7 @@ class RedisLink : public std::enable_shared_from_this<RedisLink> {
   void drop(RedisError why, std::string_view detail);
   void queueBacklog(Pending pending);
   void countUnanswered();  // unanswered_ from pending_ and backlog_
+  void loadScripts();      // SCRIPT LOAD of each, unless a load is in flight
   void setState(State s);
 
   boost::asio::io_context& context_;
@@ -129,6 +130,7 @@ class RedisLink : public std::enable_shared_from_this<RedisLink> {
   bool writing_ = false;
   int failures_ = 0;  // in a row
   bool loggedDown_ = false;
+  bool loadingScripts_ = false;  // SCRIPT LOADs sent after NOSCRIPT, not all answered
   std::function<void()> onReady_;
   std::atomic<std::size_t> unanswered_{0};
 };

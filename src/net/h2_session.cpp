@@ -215,6 +215,7 @@ class H2Session final : public H2Connection,
       st->headerBytes += namelen + valuelen + 32;  // counted from 0 after the head
       if (st->headerBytes <= s.config_->maxHeaderBytes) return 0;
       countLimit(Limit::kMaxHeaderBytes);
+      s.resetProvoked(*st);
       return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
     }
     // RFC 7541 §4.1 sizes, as SETTINGS_MAX_HEADER_LIST_SIZE counts them.
@@ -224,7 +225,7 @@ class H2Session final : public H2Connection,
       if (st->headerBytes > kHeaderResetFactor * s.config_->maxHeaderBytes) {
         // No frame-received callback follows for this HEADERS: count it here.
         countLimit(Limit::kMaxHeaderBytes);
-        st->answered = true;
+        s.resetProvoked(*st);
         return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;  // RST_STREAM; HPACK decoding goes on
       }
       return 0;  // counted, never stored
@@ -327,23 +328,49 @@ class H2Session final : public H2Connection,
     return 0;
   }
 
-  // A frame nghttp2 refused as a stream error (a WINDOW_UPDATE overflowing
-  // the stream's window, DATA beyond its content-length, a malformed field,
-  // a stream over the concurrency limit before our SETTINGS are acked): it
-  // queues RST_STREAM, which closes the stream once sent. Such a reset is
-  // one the client provoked, and draws from the allowance as one it sends
-  // would ("MadeYouReset", CVE-2025-8671: without this, a valid HEADERS
-  // followed by an overflowing WINDOW_UPDATE started a handler per pair,
-  // unlimited, and each refused stream queued a reset without bound). A
-  // stream not yet launched never is.
+  // Resets the client provokes draw from the allowance as the ones it sends
+  // do ("MadeYouReset", CVE-2025-8671: HEADERS followed by a WINDOW_UPDATE
+  // that overflows the stream's window, or by DATA past its content-length,
+  // started a handler per pair, unlimited, and a peer that never acks our
+  // SETTINGS could queue refused streams' resets without bound):
+  //  - when nghttp2 refuses a frame as a stream error and says so (a
+  //    WINDOW_UPDATE overflow, a malformed field, a stream refused before our
+  //    SETTINGS are acked), at once: the reset may wait behind a full socket;
+  //  - when a reset nghttp2 decided on its own without saying so (DATA past
+  //    content-length or over the stream's window, END_STREAM short of it)
+  //    is sent (onFrameSend);
+  //  - when a callback of ours refuses a head or trailers (resetProvoked()).
+  // A stream refused before its launch is never launched. (A refused stream
+  // nghttp2 keeps no object for is charged again when its reset is sent.)
   static int onInvalidFrame(nghttp2_session*, const nghttp2_frame* frame, int, void* user) {
     H2Session& s = self(user);
-    s.controlFrame();
-    if (H2Stream* st = s.find(frame->hd.stream_id); st && !st->handlerRunning) st->answered = true;
+    if (H2Stream* st = s.find(frame->hd.stream_id)) {
+      s.resetProvoked(*st);
+    } else {
+      s.controlFrame();
+    }
     return 0;
   }
 
+  void resetProvoked(H2Stream& st) {
+    if (!st.resetCharged) controlFrame();
+    st.resetCharged = true;
+    if (!st.handlerRunning) st.answered = true;
+  }
+
   static int onFrameSend(nghttp2_session*, const nghttp2_frame* frame, void* user) {
+    if (frame->hd.type == NGHTTP2_RST_STREAM) {
+      // Ours carry NO_ERROR (stopUploads), CANCEL and INTERNAL_ERROR
+      // (H2Stream::abort); any other code is nghttp2's answer to the client.
+      const std::uint32_t code = frame->rst_stream.error_code;
+      if (code != NGHTTP2_NO_ERROR && code != NGHTTP2_CANCEL && code != NGHTTP2_INTERNAL_ERROR) {
+        H2Session& s = self(user);
+        H2Stream* st = s.find(frame->hd.stream_id);
+        if (!st || !st->resetCharged) s.controlFrame();
+        if (st) st->resetCharged = true;
+      }
+      return 0;
+    }
     // Our answer ended while the client may still be uploading: stop the
     // upload (RFC 9113 §8.1) — after mem_send, never from here.
     if ((frame->hd.type == NGHTTP2_HEADERS || frame->hd.type == NGHTTP2_DATA) &&
@@ -399,7 +426,11 @@ class H2Session final : public H2Connection,
     const std::int32_t received = nghttp2_session_get_effective_recv_data_length(session_);
     if (received <= 0 || static_cast<std::uint64_t>(received) <= connHeld_) return;
     const std::uint64_t free = static_cast<std::uint64_t>(received) - connHeld_;
-    if (free < windowStep_) return;
+    // Less than a step is given back too when the client has less than a
+    // step left to send: else a body still arriving could wait for it.
+    const std::uint64_t left =
+        connectionWindow_ > received ? static_cast<std::uint64_t>(connectionWindow_ - received) : 0;
+    if (free < windowStep_ && left >= windowStep_) return;
     if (nghttp2_submit_window_update(session_, NGHTTP2_FLAG_NONE, 0,
                                      static_cast<std::int32_t>(free)) == 0)
       wakeWriter();

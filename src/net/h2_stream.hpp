@@ -104,6 +104,7 @@ class H2Stream final : public ResponseSink, public BodySource {
   std::uint64_t unconsumed = 0;  // held bytes whose stream window was not yet given back
   bool wantsBody = false;        // readAll() was called: grow the window as bytes arrive
   bool stallReset = false;       // reset for a window that stayed shut (idle_timeout_ms)
+  bool resetCharged = false;     // a stream error it provoked drew from the flood allowance
   // When nghttp2 last took response bytes, or bytes became ready for it.
   std::chrono::steady_clock::time_point lastSent{};
 

@@ -144,6 +144,27 @@ describe('a Redis that answers, but not as it should', () => {
       what: `Redis to have both streams' cost (${2 * cost} nano-USD)`,
     });
     assert.equal(await env.redis.command('ZCARD', 'kr:{spender}:l'), 0, 'the lease was settled, not left to expire');
+    const m = await scrapeMetrics(relay);
+    assert.ok(metricSum(m, 'kimi_relay_redis_errors_total', { kind: 'reply' }) >= 1, 'the settlement met NOSCRIPT');
+  });
+
+  test('SCRIPT FLUSH under load: every call in flight meets NOSCRIPT, which is no failure of Redis — the link stays up', async () => {
+    // Replies held back 40 ms: the calls of 40 parallel requests are all in
+    // flight when the first NOSCRIPT comes back.
+    const proxy = await startDelayProxy(env.redis.port);
+    try {
+      const url = env.redis.url.replace(`:${env.redis.port}/`, `:${proxy.port}/`);
+      const relay = await start(url);
+      proxy.delayMs = 40;
+      await env.redis.command('SCRIPT', 'FLUSH');
+      const statuses = await Promise.all(Array.from({ length: 40 }, () => chatStatus(relay, keyOf('limited'))));
+      assert.ok(statuses.every((s) => s === 200), statuses.join());
+      const m = await scrapeMetrics(relay);
+      assert.ok(metricSum(m, 'kimi_relay_redis_errors_total', { kind: 'reply' }) >= 3, 'calls met NOSCRIPT');
+      assert.doesNotMatch(relay.logs(), /shared state: lost/);
+    } finally {
+      proxy.close();
+    }
   });
 
   test('2,100 runtime keys (more than one reply may carry: 4,096 elements) reach another replica', async () => {

@@ -959,16 +959,53 @@ describe('HTTP/2 front end', () => {
     await assertBystanderServed();
   });
 
-  test('resets the gateway sends: 1000 x (HEADERS GET /v1/models, WINDOW_UPDATE overflowing that stream\'s window) get GOAWAY ENHANCE_YOUR_CALM, and none is served', async () => {
-    const frames = [];
-    for (let i = 0; i < 1000; i++) {
-      const id = 2 * i + 1;
-      frames.push(h2Get(port, id), windowUpdateFrame(id, 0x7fffffff));
+  // Sends `pair(id)` for streams 1, 3, 5, ... in batches of 100 (under
+  // max_concurrent_streams, 256: a stream the gateway resets is open until
+  // its RST_STREAM is sent), each batch once the one before is reset, until
+  // GOAWAY. Resolves to the connection and how many pairs went.
+  async function provokeResets(pair, { batches = 15 } = {}) {
+    const hits = await limitCounter(env.relay, 'http2_flood');
+    const conn = await h2Open(port);
+    let sent = 0;
+    try {
+      for (let b = 0; b < batches && !conn.frames.some((f) => f.type === TYPE.GOAWAY); b++) {
+        const ids = Array.from({ length: 100 }, (_, i) => 2 * (sent + i) + 1);
+        await conn.write(Buffer.concat(ids.map(pair))).catch(() => {});
+        sent += ids.length;
+        const last = ids[ids.length - 1];
+        await conn.nextFrame((f) => f.type === TYPE.GOAWAY || (f.type === TYPE.RST_STREAM && f.streamId === last), {
+          timeoutMs: 5000,
+          what: `the reset of stream ${last}`,
+        });
+      }
+      const goaway = await conn.nextFrame((f) => f.type === TYPE.GOAWAY, { timeoutMs: 5000, what: 'GOAWAY' });
+      const g = parseGoaway(goaway);
+      assert.equal(g.errorName, 'ENHANCE_YOUR_CALM', `GOAWAY ${g.errorName} ${g.debug}`);
+      await Promise.race([conn.closed, sleep(3000).then(() => assert.fail('the connection stayed open after GOAWAY'))]);
+      await hits.assertMoved();
+      return { conn, sent };
+    } finally {
+      conn.destroy();
     }
-    const conn = await expectCalm(frames);
+  }
+
+  test('resets the gateway sends: (HEADERS GET /v1/models, WINDOW_UPDATE overflowing that stream\'s window) pairs get GOAWAY ENHANCE_YOUR_CALM within the allowance, and none is served', async () => {
+    const { conn, sent } = await provokeResets((id) => Buffer.concat([h2Get(port, id), windowUpdateFrame(id, 0x7fffffff)]));
+    assert.ok(sent <= 1000, `${sent} pairs before GOAWAY`);
     // Each stream was reset (FLOW_CONTROL_ERROR) before its handler could
     // start: no answer began.
     assert.equal(conn.frames.filter((f) => f.type === TYPE.HEADERS).length, 0, conn.summary());
+    await assertBystanderServed();
+  });
+
+  test('resets nghttp2 decides alone: (HEADERS with content-length 0, DATA of one byte) pairs get GOAWAY ENHANCE_YOUR_CALM within the allowance', async () => {
+    const { sent } = await provokeResets((id) =>
+      Buffer.concat([
+        headersFrame(id, [...requestFields(port), ['content-length', '0']]),
+        dataFrame(id, Buffer.from('x'), { endStream: true }),
+      ]),
+    );
+    assert.ok(sent <= 1000, `${sent} pairs before GOAWAY`);
     await assertBystanderServed();
   });
 
@@ -1350,6 +1387,40 @@ describe('HTTP/2 request bodies (max_request_bytes, max_connection_body_bytes) a
       await send(5, small, { endStream: true });
       const r5 = await h2Outcome(conn, 5);
       assert.equal(r5.status, 200, r5.body);
+      await send(1, a.slice(-1), { endStream: true });
+      assert.equal((await h2Outcome(conn, 1)).status, 200);
+    } finally {
+      conn.destroy();
+    }
+  });
+
+  test('less than a step of connection window comes back too when the client has less than a step left: a body still arriving is not stranded', async () => {
+    const port = portOf(env.relay);
+    const { conn, connectionWindow, send, head } = await budgetConnection(port);
+    const STEP = BUDGET / 16;
+    try {
+      // Stream 1 holds all but one byte of its body; stream 3's small body
+      // is answered and leaves memory (less than a step, while the client
+      // still has more than a step: nothing comes back yet).
+      const a = chatBodyOfSize(MAX_REQUEST);
+      const small = chatBodyOfSize(5000);
+      await conn.write(Buffer.concat([head(1, a.length), head(3, small.length)]));
+      await send(1, a.slice(0, -1));
+      await send(3, small, { endStream: true });
+      assert.equal((await h2Outcome(conn, 3)).status, 200);
+      assert.equal(connectionWindow(), BUDGET - (a.length - 1) - small.length);
+      // Stream 5 sends all the window allows: the client has less than a step left.
+      const c = chatBodyOfSize(MAX_REQUEST);
+      const first = connectionWindow() - 537;
+      await conn.write(head(5, c.length));
+      await send(5, c.slice(0, first));
+      assert.ok(connectionWindow() < STEP);
+      // Stream 3's bytes come back: stream 5's rest fits.
+      await waitFor(() => connectionWindow() >= c.length - first, {
+        what: `a connection window of ${c.length - first} for the rest of stream 5`,
+      });
+      await send(5, c.slice(first), { endStream: true });
+      assert.equal((await h2Outcome(conn, 5)).status, 200);
       await send(1, a.slice(-1), { endStream: true });
       assert.equal((await h2Outcome(conn, 1)).status, 200);
     } finally {
