@@ -16,6 +16,8 @@ namespace {
 // Above this many unsent response bytes a write() waits for the client to
 // take some; with the upstream paused meanwhile, memory per stream is bounded.
 constexpr std::size_t kHighWater = 64 * 1024;
+// Bytes a caller must take within idle_timeout_ms, unless it takes all that waits.
+constexpr std::size_t kStallProgress = 16 * 1024;
 
 nghttp2_nv makeNv(std::string_view name, std::string_view value) {
   return {reinterpret_cast<std::uint8_t*>(const_cast<char*>(name.data())),
@@ -125,7 +127,6 @@ ssize_t H2Stream::readBody(nghttp2_session*, std::int32_t, std::uint8_t* buf, st
                            std::uint32_t* flags, nghttp2_data_source* source, void*) {
   auto& st = *static_cast<H2Stream*>(source->ptr);
   std::size_t avail = st.pending_.size() - st.pendingOffset_;
-  st.lastSent = std::chrono::steady_clock::now();
   if (avail == 0) {
     if (st.bodyDone_) {
       *flags |= NGHTTP2_DATA_FLAG_EOF;
@@ -138,6 +139,15 @@ ssize_t H2Stream::readBody(nghttp2_session*, std::int32_t, std::uint8_t* buf, st
   std::size_t n = std::min(avail, length);
   std::memcpy(buf, st.pending_.data() + st.pendingOffset_, n);
   st.pendingOffset_ += n;
+  // The stall clock starts again on progress: kStallProgress bytes, or all
+  // that was waiting. A window opened a byte at a time (WINDOW_UPDATE of 1
+  // now and then) is not progress, and would otherwise hold the stream's
+  // answer for ever.
+  st.sentSinceStall_ += n;
+  if (st.sentSinceStall_ >= kStallProgress || n == avail) {
+    st.lastSent = std::chrono::steady_clock::now();
+    st.sentSinceStall_ = 0;
+  }
   if (st.pendingOffset_ == st.pending_.size()) {
     st.pending_.clear();
     st.pendingOffset_ = 0;

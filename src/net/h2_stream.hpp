@@ -122,6 +122,7 @@ class H2Stream final : public ResponseSink, public BodySource {
   H2Connection& connection_;
   std::string pending_;  // response bytes nghttp2 has not taken yet
   std::size_t pendingOffset_ = 0;
+  std::size_t sentSinceStall_ = 0;  // bytes taken since lastSent last moved
   std::string received_;  // request body bytes so far
   bool tooLarge_ = false;
   bool started_ = false;

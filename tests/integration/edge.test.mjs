@@ -1394,6 +1394,27 @@ describe('HTTP/2 request bodies (max_request_bytes, max_connection_body_bytes) a
     }
   });
 
+  test('a window opened a byte at a time is no progress: the stream is reset after idle_timeout_ms (write_stall)', async () => {
+    const hits = await limitCounter(env.relay, 'write_stall');
+    const port = portOf(env.relay);
+    const conn = await h2Open(port, { [SETTING.INITIAL_WINDOW_SIZE]: 1 });
+    let dribble;
+    try {
+      const t0 = performance.now();
+      await conn.write(h2Get(port, 1));
+      // One more byte of window every 200 ms: far under 16 KiB per second.
+      dribble = setInterval(() => conn.write(windowUpdateFrame(1, 1)).catch(() => {}), 200);
+      const r = await h2Outcome(conn, 1, { timeoutMs: 3 * IDLE_TIMEOUT + 2000 });
+      assert.notEqual(r.rst, null, `not reset: ${JSON.stringify(r).slice(0, 200)}`);
+      assert.ok(r.at - t0 >= IDLE_TIMEOUT - 100, `reset after ${(r.at - t0).toFixed(0)} ms`);
+      assert.ok(r.body.length > 1, 'bytes did go out, one at a time');
+      await hits.assertMoved();
+    } finally {
+      clearInterval(dribble);
+      conn.destroy();
+    }
+  });
+
   test('less than a step of connection window comes back too when the client has less than a step left: a body still arriving is not stranded', async () => {
     const port = portOf(env.relay);
     const { conn, connectionWindow, send, head } = await budgetConnection(port);
