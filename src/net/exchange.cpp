@@ -21,6 +21,8 @@ int BodyResult::httpStatus() const {
       return 408;
     case BodyStatus::kMalformed:
       return 400;
+    case BodyStatus::kNoRoom:
+      return 503;
     case BodyStatus::kGone:
       break;
   }
@@ -35,6 +37,8 @@ std::string_view BodyResult::code() const {
       return "request_timeout";
     case BodyStatus::kMalformed:
       return "bad_request";
+    case BodyStatus::kNoRoom:
+      return "connection_body_budget_full";
     case BodyStatus::kComplete:
     case BodyStatus::kGone:
       break;

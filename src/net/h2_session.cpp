@@ -125,6 +125,7 @@ class H2Session final : public H2Connection,
   asio::any_io_executor executor() override { return stream_.get_executor(); }
   std::chrono::milliseconds flushTimeout() const override { return config_->idleTimeout; }
   std::uint64_t maxRequestBytes() const override { return config_->maxRequestBytes; }
+  std::uint64_t maxConnectionBodyBytes() const override { return config_->maxConnectionBodyBytes; }
   std::chrono::milliseconds bodyTimeout() const override { return config_->bodyTimeout; }
 
   void bodyWanted(std::int32_t id) override {
@@ -456,8 +457,39 @@ class H2Session final : public H2Connection,
 
   // After mem_recv: act on what the callbacks recorded ------------------------
 
+  // Uploads that fill the budget together, none of them whole, would wait
+  // for each other until body_timeout_ms: nothing they hold would ever
+  // leave memory. The youngest is refused (503) and lets its bytes go, so
+  // that the others can finish. (One upload alone always fits: the budget
+  // is at least max_request_bytes. A whole body leaves when answered.)
+  void breakUploadDeadlock() {
+    if (!bodyBudgetFull_ || closed_) return;
+    // What the client may still send on the connection.
+    const std::int32_t received = nghttp2_session_get_effective_recv_data_length(session_);
+    const std::uint64_t left = received >= 0 && connectionWindow_ > received
+                                   ? static_cast<std::uint64_t>(connectionWindow_ - received)
+                                   : 0;
+    H2Stream* youngest = nullptr;
+    int waiting = 0;
+    for (auto& [id, st] : streams_) {  // by id: the last is the youngest
+      if (st->held == 0) continue;
+      if (st->requestComplete) return;
+      // One that can still arrive whole will (its content-length says so).
+      if (st->hasDeclaredLength && st->held <= st->declaredLength &&
+          st->declaredLength - st->held <= left)
+        return;
+      ++waiting;
+      youngest = st.get();
+    }
+    if (waiting < 2) return;
+    youngest->refuseForRoom();
+    release(*youngest);
+    payOwedWindow();
+  }
+
   void processEvents() {
     applyConsumes();
+    breakUploadDeadlock();
     std::vector<std::int32_t> events;
     events.swap(events_);
     // A flood ends the connection: nothing of the read that carried it runs.

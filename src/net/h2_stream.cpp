@@ -166,7 +166,7 @@ ssize_t H2Stream::readBody(nghttp2_session*, std::int32_t, std::uint8_t* buf, st
 bool H2Stream::takeData(const std::uint8_t* data, std::size_t len) {
   // Kept only for a handler that runs (or is about to): a rejected stream's
   // or a finished handler's bytes are nobody's.
-  if (!headDone || rejected || handlerFinished || tooLarge_) return false;
+  if (!headDone || rejected || handlerFinished || tooLarge_ || noRoom_) return false;
   if (received_.size() + len > connection_.maxRequestBytes()) {
     tooLarge_ = true;
     countLimit(Limit::kMaxRequestBytes);
@@ -178,6 +178,13 @@ bool H2Stream::takeData(const std::uint8_t* data, std::size_t len) {
   received_.append(reinterpret_cast<const char*>(data), len);
   wakeBodyReader();
   return true;
+}
+
+void H2Stream::refuseForRoom() {
+  noRoom_ = true;
+  received_.clear();
+  received_.shrink_to_fit();
+  wakeBodyReader();
 }
 
 void H2Stream::requestEnded() {
@@ -202,6 +209,14 @@ Task<BodyResult> H2Stream::readAll(std::string& out) {
                                std::to_string(connection_.maxRequestBytes()) +
                                " bytes (server.max_request_bytes)"};
     }
+    if (noRoom_) {
+      co_return BodyResult{
+          BodyStatus::kNoRoom,
+          "this connection's uploads in progress fill server.max_connection_body_bytes (" +
+              std::to_string(connection_.maxConnectionBodyBytes()) +
+              " bytes) and none is whole: this one, the latest, was refused so that the others "
+              "can finish; send it again"};
+    }
     if (requestComplete) break;
     if (closed) co_return BodyResult{BodyStatus::kGone, {}};
     if (std::chrono::steady_clock::now() >= deadline) {
@@ -220,7 +235,7 @@ Task<BodyResult> H2Stream::readAll(std::string& out) {
 }
 
 std::optional<BodyResult> H2Stream::readAllNow(std::string& out) {
-  if (tooLarge_ || !requestComplete) return std::nullopt;  // readAll() words the answer
+  if (tooLarge_ || noRoom_ || !requestComplete) return std::nullopt;  // readAll() words it
   if (!wantsBody) {
     wantsBody = true;
     connection_.bodyWanted(id);

@@ -33,6 +33,7 @@ class H2Connection {
   // what it already holds and by whatever arrives from now on.
   virtual void bodyWanted(std::int32_t id) = 0;
   virtual std::uint64_t maxRequestBytes() const = 0;
+  virtual std::uint64_t maxConnectionBodyBytes() const = 0;
   virtual std::chrono::milliseconds bodyTimeout() const = 0;
 };
 
@@ -59,6 +60,9 @@ class H2Stream final : public ResponseSink, public BodySource {
   // stream no longer wants them): the connection then frees their window at once.
   bool takeData(const std::uint8_t* data, std::size_t len);
   bool tooLarge() const { return tooLarge_; }
+  // Lets go of the body so far, never to take more: readAll() answers
+  // kNoRoom (the connection's uploads fill its budget, none whole).
+  void refuseForRoom();
   // END_STREAM from the client (inside mem_recv; records only).
   void requestEnded();
 
@@ -123,8 +127,9 @@ class H2Stream final : public ResponseSink, public BodySource {
   std::string pending_;  // response bytes nghttp2 has not taken yet
   std::size_t pendingOffset_ = 0;
   std::size_t sentSinceStall_ = 0;  // bytes taken since lastSent last moved
-  std::string received_;  // request body bytes so far
+  std::string received_;            // request body bytes so far
   bool tooLarge_ = false;
+  bool noRoom_ = false;  // refuseForRoom()
   bool started_ = false;
   bool bodyDone_ = false;              // finish() called: EOF once pending_ drains
   bool deferred_ = false;              // the data provider returned NGHTTP2_ERR_DEFERRED

@@ -264,7 +264,9 @@ std::optional<ApiError> bodyRefusal(net::BodyResult body, KeyGate& gate, const S
                                     const admission::Tenant& tenant, Headers& responseHeaders) {
   if (body.ok() || body.status == net::BodyStatus::kGone) return std::nullopt;
   gate.appendRateHeaders(snap, tenant, responseHeaders);
-  return ApiError{body.httpStatus(), std::move(body.message), "invalid_request_error",
+  const int status = body.httpStatus();
+  return ApiError{status, std::move(body.message),
+                  status >= 500 ? "server_error" : "invalid_request_error",
                   std::string(body.code())};
 }
 

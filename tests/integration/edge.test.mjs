@@ -1394,6 +1394,39 @@ describe('HTTP/2 request bodies (max_request_bytes, max_connection_body_bytes) a
     }
   });
 
+  test('three uploads that fill the budget together, none whole: the youngest gets 503 and lets its bytes go, the other two finish', async () => {
+    const hits = await limitCounter(env.relay, 'max_connection_body_bytes');
+    const port = portOf(env.relay);
+    const { conn, connectionWindow, send, head } = await budgetConnection(port);
+    try {
+      // Three bodies of 60,000 bytes (180,000 against a budget of 131,072),
+      // sent a frame at a time by turns, as a client multiplexing them does.
+      const bodies = [1, 3, 5].map(() => chatBodyOfSize(60000));
+      await conn.write(Buffer.concat([1, 3, 5].map((id, i) => head(id, bodies[i].length))));
+      const at = [0, 0, 0];
+      for (let turn = 0; connectionWindow() > 0; turn = (turn + 1) % 3) {
+        const n = Math.min(16384, connectionWindow(), bodies[turn].length - at[turn]);
+        await send(2 * turn + 1, bodies[turn].slice(at[turn], at[turn] + n));
+        at[turn] += n;
+      }
+      assert.ok(at.every((n, i) => n < bodies[i].length), `none whole: ${at}`);
+      const r5 = await h2Outcome(conn, 5);
+      assert.equal(r5.status, 503, r5.body);
+      assert.equal(r5.json?.error?.code, 'connection_body_budget_full');
+      assert.match(r5.json.error.message, /max_connection_body_bytes \(131072 bytes\)/);
+      // Its bytes come back as window; streams 1 and 3 finish.
+      for (const turn of [0, 1]) {
+        await waitFor(() => connectionWindow() >= bodies[turn].length - at[turn], { what: `window for stream ${2 * turn + 1}` });
+        await send(2 * turn + 1, bodies[turn].slice(at[turn]), { endStream: true });
+        const r = await h2Outcome(conn, 2 * turn + 1);
+        assert.equal(r.status, 200, r.body);
+      }
+      await hits.assertMoved();
+    } finally {
+      conn.destroy();
+    }
+  });
+
   test('a window opened a byte at a time is no progress: the stream is reset after idle_timeout_ms (write_stall)', async () => {
     const hits = await limitCounter(env.relay, 'write_stall');
     const port = portOf(env.relay);

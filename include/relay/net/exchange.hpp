@@ -117,6 +117,7 @@ enum class BodyStatus {
   kTooLarge,   // over server.max_request_bytes: answer 413
   kTimeout,    // not whole within server.body_timeout_ms: answer 408
   kMalformed,  // bad chunked framing (HTTP/1.1) or a protocol error: answer 400
+  kNoRoom,     // HTTP/2: refused so that the connection's other uploads can finish: 503
   kGone,       // the caller left: nobody to answer
 };
 
@@ -124,7 +125,7 @@ struct BodyResult {
   BodyStatus status = BodyStatus::kComplete;
   std::string message;  // for the caller when not complete; names the limit and its config key
   bool ok() const { return status == BodyStatus::kComplete; }
-  int httpStatus() const;         // 413, 408, 400; 499 for kGone
+  int httpStatus() const;         // 413, 408, 400, 503; 499 for kGone
   std::string_view code() const;  // "request_too_large", "request_timeout", "bad_request"
 };
 
