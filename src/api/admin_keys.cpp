@@ -141,7 +141,8 @@ net::Task<void> handleAdminKeys(net::Exchange& ex, AdminState& state) {
     net::BodyResult body = co_await ex.readBody();
     if (body.status == net::BodyStatus::kGone) co_return;
     if (!body.ok()) {
-      ApiError err{body.httpStatus(), body.message, "invalid_request_error",
+      const int status = body.httpStatus();
+      ApiError err{status, body.message, status >= 500 ? "server_error" : "invalid_request_error",
                    std::string(body.code())};
       co_await sendError(ex, std::move(err));
       co_return;

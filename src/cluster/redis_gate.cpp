@@ -17,6 +17,7 @@
 
 #include "gate_core.hpp"
 #include "redis_link.hpp"
+#include "relay/admission/budget_period.hpp"
 #include "relay/admission/clock.hpp"
 #include "relay/pipeline/snapshot.hpp"
 
@@ -71,6 +72,16 @@ void appendKeys(std::vector<std::string>& cmd, const KeyArgs& k) {
 }
 
 // `member`: the lease as the admission wrote it, or "?<id>" to look it up.
+// The start (Unix seconds) of the budget period this replica's clock is in
+// now: a settlement is charged to the period it was made in, when Redis's
+// clock has already moved to the next (scripts.cpp, kSpend).
+std::string settledIn(const KeyArgs& k) {
+  const admission::WallTime start =
+      admission::periodStart(k.budget.period, admission::SystemClock::instance().wallNow());
+  return std::to_string(
+      std::chrono::duration_cast<std::chrono::seconds>(start.time_since_epoch()).count());
+}
+
 std::string settleCommand(const GateCore& core, const KeyArgs& k, const std::string& member,
                           std::uint64_t reserved, std::uint64_t used, const BudgetAsk& cost) {
   std::vector<std::string> cmd{"EVALSHA", core.link->sha(kSettleScript)};
@@ -81,7 +92,7 @@ std::string settleCommand(const GateCore& core, const KeyArgs& k, const std::str
         std::to_string(k.tpmCap()), std::to_string(k.period),
         std::to_string(std::max<std::int64_t>(cost.usd, 0)), std::to_string(cost.inputTokens),
         std::to_string(cost.outputTokens), std::to_string(k.capUsd), std::to_string(k.capIn),
-        std::to_string(k.capOut), std::string(k.hasBudget ? "1" : "0")})
+        std::to_string(k.capOut), std::string(k.hasBudget ? "1" : "0"), settledIn(k)})
     cmd.push_back(std::move(v));
   std::string out;
   appendCommand(out, cmd);
@@ -181,7 +192,7 @@ class FallbackTicket final : public GateTicket {
          {core_->nextId(), std::to_string(key_.period),
           std::to_string(std::max<std::int64_t>(cost.usd, 0)), std::to_string(cost.inputTokens),
           std::to_string(cost.outputTokens), std::to_string(key_.capUsd),
-          std::to_string(key_.capIn), std::to_string(key_.capOut)})
+          std::to_string(key_.capIn), std::to_string(key_.capOut), settledIn(key_)})
       cmd.push_back(std::move(v));
     std::string out;
     appendCommand(out, cmd);

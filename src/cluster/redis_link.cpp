@@ -362,7 +362,12 @@ void RedisLink::complete(RedisReply reply) {
       // them: Redis answers, so this is no failure of it (every command in
       // flight says the same, and three would trip the breaker). The
       // scripts are loaded again, once for however many say so (FIFO:
-      // before what follows them).
+      // before what follows them). But a NOSCRIPT soon after a load was
+      // answered, or to a settlement sent again for it, says the load did
+      // not stick (a proxy that sends the load and the call to different
+      // servers): that is a failure, and three trip the breaker.
+      failed = p.resent || (!loadingScripts_ && scriptsLoadedAt_ &&
+                            std::chrono::steady_clock::now() - *scriptsLoadedAt_ < kLoadSticks);
       loadScripts();
       // A settlement is sent again after them, once: its lease would
       // otherwise hold the slot until it expires and its cost would never
@@ -371,6 +376,7 @@ void RedisLink::complete(RedisReply reply) {
         p.resent = true;
         std::string command = p.command;
         enqueue(std::move(p), command);
+        if (failed) failure(RedisError::kReply);
         return;
       }
     } else {
@@ -400,7 +406,12 @@ void RedisLink::loadScripts() {
     std::string load;
     appendCommand(load, {"SCRIPT", "LOAD", scripts_[i]->source});
     OnReply loaded;
-    if (i + 1 == scripts_.size()) loaded = [this](const RedisReply&) { loadingScripts_ = false; };
+    if (i + 1 == scripts_.size()) {
+      loaded = [this](const RedisReply&) {
+        loadingScripts_ = false;
+        scriptsLoadedAt_ = std::chrono::steady_clock::now();
+      };
+    }
     send(std::move(load), false, std::move(loaded));
   }
 }
@@ -425,6 +436,7 @@ void RedisLink::drop(RedisError why, std::string_view detail) {
   in_.clear();
   failures_ = 0;
   loadingScripts_ = false;  // a new connection loads them in its handshake
+  scriptsLoadedAt_.reset();
   if (wasReady) {
     sharedStateStats().error(statKind(why));
     spdlog::warn("shared state: lost {}: {}; deciding on this replica's own state until it is back",

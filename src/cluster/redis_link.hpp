@@ -131,6 +131,10 @@ class RedisLink : public std::enable_shared_from_this<RedisLink> {
   int failures_ = 0;  // in a row
   bool loggedDown_ = false;
   bool loadingScripts_ = false;  // SCRIPT LOADs sent after NOSCRIPT, not all answered
+  // When the last of them was answered (on this connection).
+  std::optional<std::chrono::steady_clock::time_point> scriptsLoadedAt_;
+  // A NOSCRIPT within this of a load's answer: the load did not stick.
+  static constexpr std::chrono::seconds kLoadSticks{1};
   std::function<void()> onReady_;
   std::atomic<std::size_t> unanswered_{0};
 };

@@ -232,12 +232,18 @@ return finish(0, 0, 0, member)
 
 // Adds one request's cost to the current period's budget hash (read once,
 // written once). `heldIn`: the period its hold was taken in, whose
-// committed figures give the hold back (nil for none). Returns the share
+// committed figures give the hold back (nil for none). `settledIn`: the
+// start of the period the settlement was made in, by the replica's clock:
+// an earlier one than Redis's (a settlement replayed after an outage that
+// crossed a period's end, or one made in a period's last instant) is
+// charged there, as the replica's own budget charged it. Returns the share
 // of a cap now spent when this carried spend across 80 % of it (parts per
 // million), else -1.
 constexpr std::string_view kSpend = R"LUA(
-local function spend(period, amounts, caps, held, heldIn)
+local function spend(period, amounts, caps, held, heldIn, settledIn)
   local ps = pstart(period)
+  local at = tonumber(settledIn)
+  if at ~= nil and at >= 0 and at < ps then ps = at end
   local bk = KEYS[3] .. ps
   local sameHold = heldIn ~= nil and tonumber(heldIn) == ps
   if heldIn ~= nil and not sameHold then
@@ -275,7 +281,8 @@ end
 // ARGV: 1 the lease's member (or "?<id>": find it, for an admission whose
 // answer never came), 2 reserved tokens, 3 used tokens, 4 tpm, 5 tpm burst,
 // 6 period, 7-9 cost usd (nano) / input / output, 10-12 caps, 13 budget
-// (0/1: whether the key has one).
+// (0/1: whether the key has one), 14 the period start the settlement was
+// made in (Unix seconds, the replica's clock).
 // Reply: {applied (0/1), crossed ppm or -1}
 constexpr std::string_view kSettle = R"LUA(
 local member = ARGV[1]
@@ -316,18 +323,19 @@ local crossed = -1
 if ARGV[13] == '1' then
   local held = {p[3], p[4], p[5]}
   crossed = spend(tonumber(ARGV[6]), {ARGV[7], ARGV[8], ARGV[9]}, {ARGV[10], ARGV[11], ARGV[12]},
-                  held, (not tomb) and p[6] or nil)
+                  held, (not tomb) and p[6] or nil, ARGV[14])
 end
 return {1, crossed}
 )LUA";
 
-// ARGV: 1 id, 2 period, 3-5 cost, 6-8 caps.
+// ARGV: 1 id, 2 period, 3-5 cost, 6-8 caps, 9 the period start the
+// settlement was made in (as kSettle's 14).
 constexpr std::string_view kCharge = R"LUA(
 if redis.call('ZADD', KEYS[2], 'NX', num(nowms + 3600000), 'c ' .. ARGV[1]) == 0 then
   return {0, -1}
 end
 local crossed = spend(tonumber(ARGV[2]), {ARGV[3], ARGV[4], ARGV[5]},
-                      {ARGV[6], ARGV[7], ARGV[8]}, {'0', '0', '0'}, nil)
+                      {ARGV[6], ARGV[7], ARGV[8]}, {'0', '0', '0'}, nil, ARGV[9])
 return {1, crossed}
 )LUA";
 

@@ -264,6 +264,7 @@ class H2Session final : public H2Connection,
       s.consumeLater(id, len);
       return 0;
     }
+    s.dataSinceTick_ = true;
     bool wasTooLarge = st->tooLarge();
     if (st->takeData(data, len)) {
       st->held += len;
@@ -341,8 +342,8 @@ class H2Session final : public H2Connection,
   //    content-length or over the stream's window, END_STREAM short of it)
   //    is sent (onFrameSend);
   //  - when a callback of ours refuses a head or trailers (resetProvoked()).
-  // A stream refused before its launch is never launched. (A refused stream
-  // nghttp2 keeps no object for is charged again when its reset is sent.)
+  // A stream refused before its launch is never launched. (A stream nghttp2
+  // refuses outright keeps no object: it is charged once, here.)
   static int onInvalidFrame(nghttp2_session*, const nghttp2_frame* frame, int, void* user) {
     H2Session& s = self(user);
     if (H2Stream* st = s.find(frame->hd.stream_id)) {
@@ -364,7 +365,10 @@ class H2Session final : public H2Connection,
       // Ours carry NO_ERROR (stopUploads), CANCEL and INTERNAL_ERROR
       // (H2Stream::abort); any other code is nghttp2's answer to the client.
       const std::uint32_t code = frame->rst_stream.error_code;
-      if (code != NGHTTP2_NO_ERROR && code != NGHTTP2_CANCEL && code != NGHTTP2_INTERNAL_ERROR) {
+      // (REFUSED_STREAM always went through onInvalidFrame, with no stream
+      // to mark: it was charged there.)
+      if (code != NGHTTP2_NO_ERROR && code != NGHTTP2_CANCEL && code != NGHTTP2_INTERNAL_ERROR &&
+          code != NGHTTP2_REFUSED_STREAM) {
         H2Session& s = self(user);
         H2Stream* st = s.find(frame->hd.stream_id);
         if (!st || !st->resetCharged) s.controlFrame();
@@ -460,9 +464,14 @@ class H2Session final : public H2Connection,
   // Uploads that fill the budget together, none of them whole, would wait
   // for each other until body_timeout_ms: nothing they hold would ever
   // leave memory. The youngest is refused (503) and lets its bytes go, so
-  // that the others can finish. (One upload alone always fits: the budget
-  // is at least max_request_bytes. A whole body leaves when answered.)
-  void breakUploadDeadlock() {
+  // that the others can finish. Not a deadlock, and left alone: a whole
+  // body (it leaves when answered), a stream that closed (its bytes leave
+  // when its handler ends), one whose content-length says it can still
+  // arrive whole in what the client may send, and, after a read, one
+  // without a content-length (it may end at any frame, END_STREAM needs no
+  // window): that is decided on a tick without DATA (`quiet`). One upload
+  // alone always fits: the budget is at least max_request_bytes.
+  void breakUploadDeadlock(bool quiet) {
     if (!bodyBudgetFull_ || closed_) return;
     // What the client may still send on the connection.
     const std::int32_t received = nghttp2_session_get_effective_recv_data_length(session_);
@@ -472,12 +481,13 @@ class H2Session final : public H2Connection,
     H2Stream* youngest = nullptr;
     int waiting = 0;
     for (auto& [id, st] : streams_) {  // by id: the last is the youngest
-      if (st->held == 0) continue;
-      if (st->requestComplete) return;
-      // One that can still arrive whole will (its content-length says so).
-      if (st->hasDeclaredLength && st->held <= st->declaredLength &&
-          st->declaredLength - st->held <= left)
+      if (st->held == 0 || st->rejected) continue;
+      if (st->requestComplete || st->closed) return;
+      if (st->hasDeclaredLength) {
+        if (st->held <= st->declaredLength && st->declaredLength - st->held <= left) return;
+      } else if (!quiet) {
         return;
+      }
       ++waiting;
       youngest = st.get();
     }
@@ -489,7 +499,6 @@ class H2Session final : public H2Connection,
 
   void processEvents() {
     applyConsumes();
-    breakUploadDeadlock();
     std::vector<std::int32_t> events;
     events.swap(events_);
     // A flood ends the connection: nothing of the read that carried it runs.
@@ -513,6 +522,7 @@ class H2Session final : public H2Connection,
         launch(*st);
       }
     }
+    breakUploadDeadlock(false);
   }
 
   void launch(H2Stream& st) {
@@ -696,6 +706,9 @@ class H2Session final : public H2Connection,
         continue;
       }
       lastActivity_ = now;
+      // Uploads that fill the budget and sent nothing for a whole tick.
+      if (!dataSinceTick_) breakUploadDeadlock(true);
+      dataSinceTick_ = false;
       bool reset = false;
       for (auto& [id, st] : streams_) {
         if (!st->headDone && !st->answered && now - st->openedAt >= config_->headerTimeout) {
@@ -762,6 +775,7 @@ class H2Session final : public H2Connection,
   SteadyClock::time_point controlRefilledAt_{};
   bool flooded_ = false;
   bool bodyBudgetFull_ = false;  // counted once per time the budget fills
+  bool dataSinceTick_ = false;   // DATA arrived since idleWatch's last tick
   bool terminating_ = false;
   bool writeRequested_ = false;
   bool closed_ = false;

@@ -258,7 +258,7 @@ net::Task<void> deliverStream(Worker& worker, net::ResponseSink& sink, Forwarded
   co_await sink.finishWith(tail);
 }
 
-// What a body read left to answer: an error (413, 408, 400, with the key's
+// What a body read left to answer: an error (413, 408, 400, 503, with the key's
 // rate-limit fields) or nullopt; nullopt with the caller gone too.
 std::optional<ApiError> bodyRefusal(net::BodyResult body, KeyGate& gate, const Snapshot& snap,
                                     const admission::Tenant& tenant, Headers& responseHeaders) {

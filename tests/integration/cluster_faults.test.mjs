@@ -18,6 +18,7 @@ const keyOf = (name) => `kr-test-faults-${name}-6d8f0b2d4f6a8c0e2b4d`;
 const KEYS = {
   limited: { limits: { rpm: 600, rpm_burst: 600 } },
   spender: { budget: { usd: 1, period: 'total' } },
+  daily: { budget: { usd: 1, period: 'day' } },
 };
 
 const env = { relays: [] };
@@ -39,8 +40,10 @@ function config(redisUrl, timeoutMs = 1000) {
   });
 }
 
-async function start(redisUrl, { timeoutMs, leaseMs = 60_000 } = {}) {
-  const relay = await startRelay(config(redisUrl, timeoutMs), { env: { KIMI_RELAY_LEASE_MS: String(leaseMs) } });
+async function start(redisUrl, { timeoutMs, leaseMs = 60_000, clockOffsetS = 0 } = {}) {
+  const relay = await startRelay(config(redisUrl, timeoutMs), {
+    env: { KIMI_RELAY_LEASE_MS: String(leaseMs), KIMI_RELAY_CLOCK_OFFSET_S: String(clockOffsetS) },
+  });
   env.relays.push(relay);
   await waitFor(async () => metricSum(await scrapeMetrics(relay), 'kimi_relay_redis_up') === 1, {
     timeoutMs: 5000,
@@ -211,5 +214,23 @@ describe('a Redis that answers, but not as it should', () => {
     assert.match(relay.logs(), /drained: [1-9]\d* settlements to Redis not confirmed; stopping anyway/);
     assert.ok(Date.now() - t0 >= 900, `waited ${Date.now() - t0} ms for them`);
     await env.redis.restart();
+  });
+
+  test('spend replayed after an outage goes to the period it was made in, not the one Redis is in when it returns', async () => {
+    await env.redis.command('FLUSHALL');
+    // This replica's clock is a day behind Redis's: all it spends, it spends
+    // in the day before Redis's, as an outage across midnight would leave it.
+    const relay = await start(env.redis.url, { clockOffsetS: -86400 });
+    await env.redis.kill();
+    await waitFor(async () => metricSum(await scrapeMetrics(relay), 'kimi_relay_redis_up') === 0, { what: 'redis down' });
+    assert.equal(await chatStatus(relay, keyOf('daily'), { model: 'm-priced', max_tokens: 10 }), 200);
+    await env.redis.restart();
+    await waitFor(async () => metricSum(await scrapeMetrics(relay), 'kimi_relay_redis_settlements_queued') === 0 &&
+      metricSum(await scrapeMetrics(relay), 'kimi_relay_redis_up') === 1, { timeoutMs: 5000, what: 'the charge replayed' });
+    const today = Math.floor(Date.now() / 86_400_000) * 86_400;
+    const spentIn = async (start) => Number((await env.redis.command('HGET', `kr:{daily}:b:${start}`, 'su')) ?? 0);
+    await waitFor(async () => (await spentIn(today - 86_400)) > 0, { what: "the day before's spend" });
+    assert.equal(await spentIn(today), 0, "Redis's day has none of it");
+    await relay.stop();
   });
 });

@@ -1427,6 +1427,39 @@ describe('HTTP/2 request bodies (max_request_bytes, max_connection_body_bytes) a
     }
   });
 
+  test('uploads without a content-length that fill the budget are let finish while they send; when the connection goes quiet, the youngest gets 503', async () => {
+    const port = portOf(env.relay);
+    const { conn, connectionWindow, send } = await budgetConnection(port);
+    const headNoLength = (id) =>
+      headersFrame(id, [...requestFields(port, { method: 'POST', path: '/v1/chat/completions' }), ['content-type', 'application/json']]);
+    try {
+      // Two bodies of 65,000 bytes: together within 16 KiB of the budget.
+      const a = chatBodyOfSize(65000);
+      const b = chatBodyOfSize(65000);
+      await conn.write(Buffer.concat([headNoLength(1), headNoLength(3)]));
+      await send(1, a.slice(0, -1));
+      await send(3, b.slice(0, -1));
+      // They end at once: END_STREAM needs no window, neither was refused.
+      await send(1, a.slice(-1), { endStream: true });
+      await send(3, b.slice(-1), { endStream: true });
+      assert.equal((await h2Outcome(conn, 1)).status, 200);
+      assert.equal((await h2Outcome(conn, 3)).status, 200);
+
+      // The same two, and then nothing: after a quiet tick the youngest is refused.
+      await waitFor(() => connectionWindow() === BUDGET, { what: 'the whole budget back' });
+      await conn.write(Buffer.concat([headNoLength(5), headNoLength(7)]));
+      await send(5, a.slice(0, -1));
+      await send(7, b.slice(0, -1));
+      const r7 = await h2Outcome(conn, 7);
+      assert.equal(r7.status, 503, r7.body);
+      assert.equal(r7.json?.error?.code, 'connection_body_budget_full');
+      await send(5, a.slice(-1), { endStream: true });
+      assert.equal((await h2Outcome(conn, 5)).status, 200);
+    } finally {
+      conn.destroy();
+    }
+  });
+
   test('a window opened a byte at a time is no progress: the stream is reset after idle_timeout_ms (write_stall)', async () => {
     const hits = await limitCounter(env.relay, 'write_stall');
     const port = portOf(env.relay);

@@ -22,14 +22,17 @@ class Clock {
 };
 
 // The real clocks. One shared instance is enough: it has no state.
+// The wall clock can be set off the system's by KIMI_RELAY_CLOCK_OFFSET_S
+// seconds (read once; for tests: a replica whose clock is behind Redis's).
 class SystemClock final : public Clock {
  public:
   SteadyTime steadyNow() const override { return std::chrono::steady_clock::now(); }
-  WallTime wallNow() const override { return std::chrono::system_clock::now(); }
-  static const SystemClock& instance() {
-    static const SystemClock clock;
-    return clock;
-  }
+  WallTime wallNow() const override { return std::chrono::system_clock::now() + offset_; }
+  static const SystemClock& instance();
+
+ private:
+  explicit SystemClock(std::chrono::seconds offset) : offset_(offset) {}
+  std::chrono::seconds offset_;
 };
 
 // A clock that moves only when told to. Safe to read and advance from several

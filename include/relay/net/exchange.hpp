@@ -125,8 +125,9 @@ struct BodyResult {
   BodyStatus status = BodyStatus::kComplete;
   std::string message;  // for the caller when not complete; names the limit and its config key
   bool ok() const { return status == BodyStatus::kComplete; }
-  int httpStatus() const;         // 413, 408, 400, 503; 499 for kGone
-  std::string_view code() const;  // "request_too_large", "request_timeout", "bad_request"
+  int httpStatus() const;  // 413, 408, 400, 503; 499 for kGone
+  // "request_too_large", "request_timeout", "bad_request", "connection_body_budget_full"
+  std::string_view code() const;
 };
 
 // The request body, read only when the handler asks for it: a caller is
