@@ -322,7 +322,7 @@ BudgetHold::BudgetHold(BudgetHold&& other) noexcept
 
 BudgetHold& BudgetHold::operator=(BudgetHold&& other) noexcept {
   if (this != &other) {
-    if (budget_) budget_->settleHold(held_, usedSoFar_, std::chrono::system_clock::now());
+    if (budget_) budget_->settleHold(held_, usedSoFar_, SystemClock::instance().wallNow());
     budget_ = std::exchange(other.budget_, nullptr);
     held_ = other.held_;
     usedSoFar_ = other.usedSoFar_;
@@ -331,7 +331,7 @@ BudgetHold& BudgetHold::operator=(BudgetHold&& other) noexcept {
 }
 
 BudgetHold::~BudgetHold() {
-  if (budget_) budget_->settleHold(held_, usedSoFar_, std::chrono::system_clock::now());
+  if (budget_) budget_->settleHold(held_, usedSoFar_, SystemClock::instance().wallNow());
 }
 
 std::optional<double> BudgetHold::settle(const BudgetAsk& actual, WallTime now) {

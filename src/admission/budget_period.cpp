@@ -1,8 +1,10 @@
 #include "relay/admission/budget_period.hpp"
 
+#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <string_view>
 
 #include "relay/admission/clock.hpp"
 
@@ -10,8 +12,15 @@ namespace relay::admission {
 
 const SystemClock& SystemClock::instance() {
   static const SystemClock clock([] {
+    // Whole seconds, at most a year either way; anything else is no offset.
     const char* text = std::getenv("KIMI_RELAY_CLOCK_OFFSET_S");
-    return std::chrono::seconds(text ? std::strtoll(text, nullptr, 10) : 0);
+    if (text == nullptr) return std::chrono::seconds(0);
+    const std::string_view v(text);
+    long long s = 0;
+    const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), s);
+    if (ec != std::errc() || end != v.data() + v.size() || s < -366 * 86400 || s > 366 * 86400)
+      return std::chrono::seconds(0);
+    return std::chrono::seconds(s);
   }());
   return clock;
 }

@@ -379,6 +379,13 @@ void RedisLink::complete(RedisReply reply) {
         if (failed) failure(RedisError::kReply);
         return;
       }
+      // Sent again and refused again: kept for the next connection, whose
+      // handshake loads the scripts (the breaker is on its way to it).
+      if (p.keep) {
+        queueBacklog(std::move(p));
+        failure(RedisError::kReply);
+        return;
+      }
     } else {
       failed = true;
     }

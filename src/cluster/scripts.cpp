@@ -236,14 +236,20 @@ return finish(0, 0, 0, member)
 // start of the period the settlement was made in, by the replica's clock:
 // an earlier one than Redis's (a settlement replayed after an outage that
 // crossed a period's end, or one made in a period's last instant) is
-// charged there, as the replica's own budget charged it. Returns the share
-// of a cap now spent when this carried spend across 80 % of it (parts per
-// million), else -1.
+// charged there, as the replica's own budget charged it; never one before
+// `admittedIn`, the period Redis admitted the request in (a replica whose
+// clock is behind must not move spend out of the period that admitted it,
+// past its cap). Returns the share of a cap now spent when this carried
+// spend across 80 % of it (parts per million), else -1 (always for an
+// earlier period: that period is over).
 constexpr std::string_view kSpend = R"LUA(
-local function spend(period, amounts, caps, held, heldIn, settledIn)
+local function spend(period, amounts, caps, held, heldIn, settledIn, admittedIn)
   local ps = pstart(period)
   local at = tonumber(settledIn)
-  if at ~= nil and at >= 0 and at < ps then ps = at end
+  local admitted = tonumber(admittedIn)
+  if at ~= nil and admitted ~= nil and at < admitted then at = admitted end
+  local earlier = at ~= nil and at >= 0 and at < ps
+  if earlier then ps = at end
   local bk = KEYS[3] .. ps
   local sameHold = heldIn ~= nil and tonumber(heldIn) == ps
   if heldIn ~= nil and not sameHold then
@@ -269,6 +275,7 @@ local function spend(period, amounts, caps, held, heldIn, settledIn)
       end
     end
   end
+  if earlier then crossed = -1 end
   if #out > 0 then
     redis.call('HSET', bk, unpack(out))
     -- A period's first spend gives its hash an expiry (admissions refresh it).
@@ -323,7 +330,7 @@ local crossed = -1
 if ARGV[13] == '1' then
   local held = {p[3], p[4], p[5]}
   crossed = spend(tonumber(ARGV[6]), {ARGV[7], ARGV[8], ARGV[9]}, {ARGV[10], ARGV[11], ARGV[12]},
-                  held, (not tomb) and p[6] or nil, ARGV[14])
+                  held, (not tomb) and p[6] or nil, ARGV[14], p[6])
 end
 return {1, crossed}
 )LUA";
@@ -335,7 +342,7 @@ if redis.call('ZADD', KEYS[2], 'NX', num(nowms + 3600000), 'c ' .. ARGV[1]) == 0
   return {0, -1}
 end
 local crossed = spend(tonumber(ARGV[2]), {ARGV[3], ARGV[4], ARGV[5]},
-                      {ARGV[6], ARGV[7], ARGV[8]}, {'0', '0', '0'}, nil, ARGV[9])
+                      {ARGV[6], ARGV[7], ARGV[8]}, {'0', '0', '0'}, nil, ARGV[9], nil)
 return {1, crossed}
 )LUA";
 

@@ -216,20 +216,27 @@ describe('a Redis that answers, but not as it should', () => {
     await env.redis.restart();
   });
 
-  test('spend replayed after an outage goes to the period it was made in, not the one Redis is in when it returns', async () => {
+  test('spend replayed after an outage goes to the period it was made in, not the one Redis is in when it returns; spend Redis admitted stays in its period', async () => {
     await env.redis.command('FLUSHALL');
     // This replica's clock is a day behind Redis's: all it spends, it spends
     // in the day before Redis's, as an outage across midnight would leave it.
     const relay = await start(env.redis.url, { clockOffsetS: -86400 });
+    const today = Math.floor(Date.now() / 86_400_000) * 86_400;
+    const spentIn = async (start) => Number((await env.redis.command('HGET', `kr:{daily}:b:${start}`, 'su')) ?? 0);
+    // Admitted by Redis in its day, a request is charged to that day,
+    // whatever this replica's clock says (never past the cap of the day
+    // that admitted it).
+    assert.equal(await chatStatus(relay, keyOf('daily'), { model: 'm-priced', max_tokens: 10 }), 200);
+    await waitFor(async () => (await spentIn(today)) > 0, { what: "the spend in Redis's day" });
+    assert.equal(await spentIn(today - 86_400), 0);
     await env.redis.kill();
     await waitFor(async () => metricSum(await scrapeMetrics(relay), 'kimi_relay_redis_up') === 0, { what: 'redis down' });
     assert.equal(await chatStatus(relay, keyOf('daily'), { model: 'm-priced', max_tokens: 10 }), 200);
     await env.redis.restart();
     await waitFor(async () => metricSum(await scrapeMetrics(relay), 'kimi_relay_redis_settlements_queued') === 0 &&
       metricSum(await scrapeMetrics(relay), 'kimi_relay_redis_up') === 1, { timeoutMs: 5000, what: 'the charge replayed' });
-    const today = Math.floor(Date.now() / 86_400_000) * 86_400;
-    const spentIn = async (start) => Number((await env.redis.command('HGET', `kr:{daily}:b:${start}`, 'su')) ?? 0);
     await waitFor(async () => (await spentIn(today - 86_400)) > 0, { what: "the day before's spend" });
+    // (Redis came back empty: its day held only what it admitted.)
     assert.equal(await spentIn(today), 0, "Redis's day has none of it");
     await relay.stop();
   });

@@ -1327,7 +1327,11 @@ describe('HTTP/2 request bodies (max_request_bytes, max_connection_body_bytes) a
         ['content-length', String(length)],
       ]);
     await waitFor(() => connectionWindow() === BUDGET, { what: `a connection window of ${BUDGET}` });
-    return { conn, connectionWindow, send, head };
+    // For DATA written by the caller itself: counted against the window.
+    const account = (n) => {
+      sent += n;
+    };
+    return { conn, connectionWindow, send, head, account };
   }
 
   test('two streams holding the whole budget get no connection window back; a third upload waits until one body leaves memory', async () => {
@@ -1429,7 +1433,7 @@ describe('HTTP/2 request bodies (max_request_bytes, max_connection_body_bytes) a
 
   test('uploads without a content-length that fill the budget are let finish while they send; when the connection goes quiet, the youngest gets 503', async () => {
     const port = portOf(env.relay);
-    const { conn, connectionWindow, send } = await budgetConnection(port);
+    const { conn, connectionWindow, send, account } = await budgetConnection(port);
     const headNoLength = (id) =>
       headersFrame(id, [...requestFields(port, { method: 'POST', path: '/v1/chat/completions' }), ['content-type', 'application/json']]);
     try {
@@ -1438,10 +1442,24 @@ describe('HTTP/2 request bodies (max_request_bytes, max_connection_body_bytes) a
       const b = chatBodyOfSize(65000);
       await conn.write(Buffer.concat([headNoLength(1), headNoLength(3)]));
       await send(1, a.slice(0, -1));
-      await send(3, b.slice(0, -1));
-      // They end at once: END_STREAM needs no window, neither was refused.
-      await send(1, a.slice(-1), { endStream: true });
-      await send(3, b.slice(-1), { endStream: true });
+      // Stream 3's body and both ends in one write (no quiet tick between):
+      // the relay still reads 16 KiB at a time, so one read ends with the
+      // budget full and neither whole; END_STREAM needs no window.
+      const rest = (id, bytes, endStream) => {
+        const frames = [];
+        for (let at = 0; at < bytes.length; at += 16384)
+          frames.push(dataFrame(id, bytes.subarray(at, at + 16384), { endStream: endStream && at + 16384 >= bytes.length }));
+        return frames;
+      };
+      const bb = Buffer.from(b);
+      account(bb.length + 1);
+      await conn.write(
+        Buffer.concat([
+          ...rest(3, bb.subarray(0, -1), false),
+          dataFrame(1, Buffer.from(a.slice(-1)), { endStream: true }),
+          dataFrame(3, bb.subarray(-1), { endStream: true }),
+        ]),
+      );
       assert.equal((await h2Outcome(conn, 1)).status, 200);
       assert.equal((await h2Outcome(conn, 3)).status, 200);
 
